@@ -1,0 +1,15 @@
+/// A setting that is present but unusable. Start-up stops with this message rather than
+/// silently running with a value the operator did not ask for.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let key: String
+    public let reason: String
+    public init(key: String, reason: String) {
+        self.key = key
+        self.reason = reason
+    }
+    public var description: String { "invalid setting \(key): \(reason)" }
+}
+
+func require(_ condition: Bool, _ key: String, _ reason: @autoclosure () -> String) throws {
+    if !condition { throw ConfigurationError(key: key, reason: reason()) }
+}

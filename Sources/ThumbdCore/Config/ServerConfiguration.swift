@@ -1,0 +1,74 @@
+public import Configuration
+
+/// How thumbd listens and how many connections it holds. Keys live under `server.`.
+public struct ServerConfiguration: Sendable {
+    /// `server.listen`: HOST:PORT to listen on. Port 0 picks a free port (tests).
+    public var listen = "127.0.0.1:8080"
+    /// `server.threads`: libmicrohttpd worker threads (epoll, one event loop each).
+    public var threads = 2
+    /// `server.maxConnections`: open client connections, idle and suspended included.
+    public var maxConnections = 10_000
+    /// `server.listenBacklog`: kernel accept queue length.
+    public var listenBacklog = 4096
+    /// `server.idleTimeoutSeconds`: an idle keep-alive connection is closed after this.
+    public var idleTimeoutSeconds = 60
+    /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414.
+    public var maxRequestBytes = 32 * 1024
+    /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
+    public var shutdownGraceSeconds = 5.0
+
+    public init() {}
+
+    public init(reader: ConfigReader) throws {
+        let r = reader.scoped(to: "server")
+        listen = r.string(forKey: "listen", default: listen)
+        threads = r.int(forKey: "threads", default: threads)
+        maxConnections = r.int(forKey: "maxConnections", default: maxConnections)
+        listenBacklog = r.int(forKey: "listenBacklog", default: listenBacklog)
+        idleTimeoutSeconds = r.int(forKey: "idleTimeoutSeconds", default: idleTimeoutSeconds)
+        maxRequestBytes = r.int(forKey: "maxRequestBytes", default: maxRequestBytes)
+        shutdownGraceSeconds = r.double(forKey: "shutdownGraceSeconds", default: shutdownGraceSeconds)
+        try validate()
+    }
+
+    public func validate() throws {
+        _ = try ListenAddress(parsing: listen)
+        try require((1...64).contains(threads), "server.threads", "must be 1...64, got \(threads)")
+        try require(maxConnections >= 16, "server.maxConnections", "must be at least 16")
+        try require(listenBacklog >= 1, "server.listenBacklog", "must be positive")
+        try require(idleTimeoutSeconds >= 1, "server.idleTimeoutSeconds", "must be positive")
+        try require(maxRequestBytes >= 4096, "server.maxRequestBytes", "must be at least 4096")
+        try require(shutdownGraceSeconds >= 0, "server.shutdownGraceSeconds", "must not be negative")
+    }
+}
+
+/// A parsed `HOST:PORT` (IPv4 literal or `localhost`; `[v6]:port` for IPv6).
+public struct ListenAddress: Sendable, Equatable {
+    public var host: String
+    public var port: UInt16
+
+    public init(parsing text: String) throws {
+        var hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else {
+                throw ConfigurationError(key: "server.listen", reason: "expected [IPv6]:PORT, got \(text)")
+            }
+            portPart = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else {
+                throw ConfigurationError(key: "server.listen", reason: "expected HOST:PORT, got \(text)")
+            }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+        }
+        if hostPart == "localhost" { hostPart = "127.0.0.1" }
+        guard let port = UInt16(portPart), !hostPart.isEmpty else {
+            throw ConfigurationError(key: "server.listen", reason: "expected HOST:PORT, got \(text)")
+        }
+        self.host = String(hostPart)
+        self.port = port
+    }
+}

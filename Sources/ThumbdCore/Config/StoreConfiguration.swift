@@ -1,0 +1,39 @@
+public import Configuration
+
+/// The SQLite cache. Keys live under `store.`.
+public struct StoreConfiguration: Sendable {
+    /// `store.path`: the database file (WAL mode; `-wal` and `-shm` files sit beside it).
+    public var path = "var/thumbd.sqlite"
+    /// `store.maxBytes`: total size of cached bodies; least recently used objects go first.
+    public var maxBytes: Int64 = 1 << 30
+    /// `store.defaultTTLSeconds`: freshness when the origin sends no max-age or Expires.
+    public var defaultTTLSeconds = 86_400
+    /// `store.maxTTLSeconds`: an origin's max-age is capped at this.
+    public var maxTTLSeconds = 30 * 86_400
+    /// `store.negativeTTLSeconds`: how long an upstream 404/410 is remembered.
+    public var negativeTTLSeconds = 60
+    /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
+    public var accessFlushMilliseconds = 1000
+
+    public init() {}
+
+    public init(reader: ConfigReader) throws {
+        let r = reader.scoped(to: "store")
+        path = r.string(forKey: "path", default: path)
+        maxBytes = Int64(r.int(forKey: "maxBytes", default: Int(maxBytes)))
+        defaultTTLSeconds = r.int(forKey: "defaultTTLSeconds", default: defaultTTLSeconds)
+        maxTTLSeconds = r.int(forKey: "maxTTLSeconds", default: maxTTLSeconds)
+        negativeTTLSeconds = r.int(forKey: "negativeTTLSeconds", default: negativeTTLSeconds)
+        accessFlushMilliseconds = r.int(forKey: "accessFlushMilliseconds", default: accessFlushMilliseconds)
+        try validate()
+    }
+
+    public func validate() throws {
+        try require(!path.isEmpty, "store.path", "must not be empty")
+        try require(maxBytes >= 1 << 20, "store.maxBytes", "must be at least 1 MiB")
+        try require(defaultTTLSeconds >= 0, "store.defaultTTLSeconds", "must not be negative")
+        try require(maxTTLSeconds >= defaultTTLSeconds, "store.maxTTLSeconds", "must be at least store.defaultTTLSeconds")
+        try require(negativeTTLSeconds >= 0, "store.negativeTTLSeconds", "must not be negative")
+        try require(accessFlushMilliseconds >= 10, "store.accessFlushMilliseconds", "must be at least 10")
+    }
+}

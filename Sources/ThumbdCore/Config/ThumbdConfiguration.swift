@@ -1,0 +1,51 @@
+public import Configuration
+import Foundation
+import SystemPackage
+
+/// Every setting of the daemon. Sources, later wins: the YAML file (`config/thumbd.yaml`),
+/// then `THUMBD_*` environment variables (`THUMBD_UPSTREAM_MAX_PER_HOST` for
+/// `upstream.maxPerHost`), then command-line flags.
+public struct ThumbdConfiguration: Sendable {
+    public var server = ServerConfiguration()
+    public var store = StoreConfiguration()
+    public var upstream = UpstreamConfiguration()
+
+    public init() {}
+
+    public init(reader: ConfigReader) throws {
+        server = try ServerConfiguration(reader: reader)
+        store = try StoreConfiguration(reader: reader)
+        upstream = try UpstreamConfiguration(reader: reader)
+    }
+
+    /// Loads the file (if any), the environment and the flag overrides, in that order of
+    /// increasing precedence. `overrides` maps dotted keys (`server.listen`) to values.
+    public static func load(
+        file: String?,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        overrides: [String: String] = [:]
+    ) async throws -> ThumbdConfiguration {
+        var providers: [any ConfigProvider] = []
+        if !overrides.isEmpty {
+            var values: [AbsoluteConfigKey: ConfigValue] = [:]
+            for (key, value) in overrides {
+                values[AbsoluteConfigKey(key.split(separator: ".").map(String.init))] =
+                    ConfigValue(.string(value), isSecret: false)
+            }
+            providers.append(InMemoryProvider(name: "flags", values: values))
+        }
+        providers.append(
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "thumbd"))
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else {
+                throw ConfigurationError(key: "--config", reason: "no such file: \(file)")
+            }
+            if file.hasSuffix(".json") {
+                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+            } else {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
+            }
+        }
+        return try ThumbdConfiguration(reader: ConfigReader(providers: providers))
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Glibc
+
+/// Decides which upstream URLs thumbd may fetch: http(s) only, no credentials, an optional
+/// host allow list, and no private/loopback/link-local/multicast addresses unless allowed.
+/// Names are checked here; addresses are checked again on the address curl actually
+/// connected to, on every redirect hop (see `Transfer`).
+public struct DestinationPolicy: Sendable {
+    public var allowPrivateNetworks: Bool
+    public var allowHosts: [String]
+    public var maxURLLength = 4096
+
+    public init(allowPrivateNetworks: Bool, allowHosts: [String]) {
+        self.allowPrivateNetworks = allowPrivateNetworks
+        self.allowHosts = allowHosts.map { $0.lowercased() }
+    }
+
+    /// A URL that passed validation, normalized (lower-case scheme and host, no default
+    /// port, no fragment): the normalized form is the cache key.
+    public struct Destination: Sendable, Equatable {
+        public var url: String
+        public var host: String
+    }
+
+    public func validate(_ raw: String?) throws(ThumbdError) -> Destination {
+        guard let raw, !raw.isEmpty else {
+            throw .badRequest("missing_url", "the url parameter is required")
+        }
+        guard raw.utf8.count <= maxURLLength else {
+            throw .badRequest("url_too_long", "the url is longer than \(maxURLLength) bytes")
+        }
+        guard var components = URLComponents(string: raw), let scheme = components.scheme?.lowercased() else {
+            throw .badRequest("malformed_url", "the url is not an absolute URL")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .badRequest("unsupported_scheme", "only http and https URLs are fetched")
+        }
+        guard let rawHost = components.host, !rawHost.isEmpty else {
+            throw .badRequest("malformed_url", "the url has no host")
+        }
+        guard components.user == nil, components.password == nil else {
+            throw .badRequest("credentials_in_url", "URLs with user names or passwords are not fetched")
+        }
+        let host = rawHost.lowercased()
+        components.scheme = scheme
+        components.host = host
+        components.fragment = nil
+        if (scheme == "http" && components.port == 80) || (scheme == "https" && components.port == 443) {
+            components.port = nil
+        }
+        if components.path.isEmpty { components.path = "/" }
+        guard let normalized = components.string else {
+            throw .badRequest("malformed_url", "the url cannot be normalized")
+        }
+        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        guard isAllowed(host: bareHost) else {
+            throw .forbidden("host_not_allowed", "\(bareHost) is not in the allow list")
+        }
+        if let address = IPAddress(bareHost), !isAllowed(address: address) {
+            throw .forbidden("destination_not_allowed", "\(bareHost) is a private or local address")
+        }
+        return Destination(url: normalized, host: bareHost)
+    }
+
+    public func isAllowed(host: String) -> Bool {
+        guard !allowHosts.isEmpty else { return true }
+        let host = host.lowercased()
+        return allowHosts.contains { pattern in
+            if pattern.hasPrefix("*.") {
+                let suffix = pattern.dropFirst(1)  // ".example.org"
+                return host.hasSuffix(suffix) || host == pattern.dropFirst(2)
+            }
+            return host == pattern
+        }
+    }
+
+    public func isAllowed(address: IPAddress) -> Bool {
+        allowPrivateNetworks || address.isPublic
+    }
+}
+
+/// An IPv4 or IPv6 address, parsed with inet_pton.
+public enum IPAddress: Sendable, Equatable {
+    case v4(UInt32)
+    case v6([UInt8])
+
+    public init?(_ text: String) {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            self = .v4(UInt32(bigEndian: v4.s_addr))
+            return
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 {
+            self = .v6(withUnsafeBytes(of: &v6) { Array($0) })
+            return
+        }
+        return nil
+    }
+
+    /// False for loopback, private, shared (CGNAT), link-local, multicast, unspecified,
+    /// reserved and documentation ranges, in IPv4, IPv6 and IPv4-mapped IPv6.
+    public var isPublic: Bool {
+        switch self {
+        case .v4(let a):
+            func inRange(_ base: UInt32, _ bits: UInt32) -> Bool {
+                let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << (32 - bits)
+                return a & mask == base & mask
+            }
+            let blocked: [(UInt32, UInt32)] = [
+                (0x0000_0000, 8),  // 0.0.0.0/8 "this network"
+                (0x0A00_0000, 8),  // 10/8
+                (0x6440_0000, 10),  // 100.64/10 shared address space
+                (0x7F00_0000, 8),  // 127/8 loopback
+                (0xA9FE_0000, 16),  // 169.254/16 link-local
+                (0xAC10_0000, 12),  // 172.16/12
+                (0xC000_0000, 24),  // 192.0.0/24 protocol assignments
+                (0xC000_0200, 24),  // 192.0.2/24 documentation
+                (0xC0A8_0000, 16),  // 192.168/16
+                (0xC612_0000, 15),  // 198.18/15 benchmarking
+                (0xC633_6400, 24),  // 198.51.100/24 documentation
+                (0xCB00_7100, 24),  // 203.0.113/24 documentation
+                (0xE000_0000, 4),  // 224/4 multicast
+                (0xF000_0000, 4),  // 240/4 reserved + broadcast
+            ]
+            return !blocked.contains { inRange($0.0, $0.1) }
+        case .v6(let b):
+            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {  // ::ffff:a.b.c.d
+                let v4 = UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15])
+                return IPAddress.v4(v4).isPublic
+            }
+            if b[0..<15].allSatisfy({ $0 == 0 }) { return false }  // :: and ::1
+            if b[0] & 0xFE == 0xFC { return false }  // fc00::/7 unique local
+            if b[0] == 0xFE && b[1] & 0xC0 == 0x80 { return false }  // fe80::/10 link-local
+            if b[0] == 0xFE && b[1] & 0xC0 == 0xC0 { return false }  // fec0::/10 site-local (deprecated)
+            if b[0] == 0xFF { return false }  // ff00::/8 multicast
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0D && b[3] == 0xB8 { return false }  // 2001:db8::/32 docs
+            if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xFF && b[3] == 0x9B {  // 64:ff9b::/96 NAT64
+                let v4 = UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15])
+                return IPAddress.v4(v4).isPublic
+            }
+            return true
+        }
+    }
+}

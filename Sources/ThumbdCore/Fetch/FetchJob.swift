@@ -1,0 +1,87 @@
+import Synchronization
+
+/// Queue order when the upstream concurrency limit is reached.
+public enum Priority: Int, Sendable, Comparable, CaseIterable {
+    case low = 0, normal = 1, high = 2
+
+    public init?(parameter: String) {
+        switch parameter {
+        case "low": self = .low
+        case "normal": self = .normal
+        case "high": self = .high
+        default: return nil
+        }
+    }
+
+    public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What an origin sent for a successful fetch.
+public struct UpstreamResponse: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+    /// Sniffed from the body, not taken from the origin's header.
+    public var contentType: String
+    public var etag: String?
+    public var lastModified: String?
+    public var cacheControl: String?
+    public var expires: String?
+    public var date: String?
+}
+
+/// Bytes received so far and the total when the origin said it.
+public struct FetchProgress: Sendable, Equatable {
+    public var received: Int64
+    public var total: Int64?
+}
+
+/// One upstream fetch as the rest of thumbd sees it: a URL, a priority that can only rise,
+/// observable progress, and one completion. Shared between the submitting thread and the
+/// transfer loop; every mutable part sits behind a lock.
+public final class FetchJob: Sendable {
+    public let url: String
+    public let host: String
+    private let state: Mutex<State>
+    private let onProgress: @Sendable (FetchProgress) -> Void
+    private let onComplete: @Sendable (FetchJob, Result<UpstreamResponse, ThumbdError>) -> Void
+
+    private struct State {
+        var priority: Priority
+        var progress = FetchProgress(received: 0, total: nil)
+        var completed = false
+    }
+
+    public init(
+        url: String, host: String, priority: Priority,
+        onProgress: @escaping @Sendable (FetchProgress) -> Void = { _ in },
+        onComplete: @escaping @Sendable (FetchJob, Result<UpstreamResponse, ThumbdError>) -> Void
+    ) {
+        self.url = url
+        self.host = host
+        self.state = Mutex(State(priority: priority))
+        self.onProgress = onProgress
+        self.onComplete = onComplete
+    }
+
+    public var priority: Priority { state.withLock { $0.priority } }
+    public var progress: FetchProgress { state.withLock { $0.progress } }
+
+    /// Raises the priority (a waiter with a higher priority joined); never lowers it.
+    public func raisePriority(to priority: Priority) {
+        state.withLock { $0.priority = max($0.priority, priority) }
+    }
+
+    func publishProgress(_ progress: FetchProgress) {
+        state.withLock { $0.progress = progress }
+        onProgress(progress)
+    }
+
+    /// Delivers the outcome once; later calls are ignored.
+    func complete(_ result: Result<UpstreamResponse, ThumbdError>) {
+        let first = state.withLock { state -> Bool in
+            defer { state.completed = true }
+            return !state.completed
+        }
+        if first { onComplete(self, result) }
+    }
+}

@@ -1,0 +1,197 @@
+internal import CCurl
+import Foundation
+
+/// Owns one curl easy handle and the bytes of one fetch. Confined to the transfer loop's
+/// thread; curl calls back into it through the context pointer (`Unmanaged`, unretained:
+/// the loop keeps the `Transfer` alive for as long as the handle is in the multi handle).
+final class Transfer {
+    let easy: UnsafeMutableRawPointer
+    let job: FetchJob
+    private let configuration: UpstreamConfiguration
+    private let policy: DestinationPolicy
+    private(set) var body: [UInt8] = []
+    private var headers: [String: String] = [:]
+    private var statusChecked = false
+    /// Set by a callback that stopped the transfer on purpose; wins over curl's error code.
+    private var verdict: ThumbdError?
+    private var lastProgress = FetchProgress(received: 0, total: nil)
+    private var lastProgressTime: ContinuousClock.Instant = .now
+
+    init(job: FetchJob, configuration: UpstreamConfiguration, policy: DestinationPolicy) {
+        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        self.easy = easy
+        self.job = job
+        self.configuration = configuration
+        self.policy = policy
+        configure()
+    }
+
+    deinit { curl_easy_cleanup(easy) }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    private func configure() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let c = configuration
+        func long(_ option: CURLoption, _ value: Int) { Curl.check(thumbd_curl_setopt_long(easy, option, value), "\(option)") }
+        func string(_ option: CURLoption, _ value: String) { Curl.check(thumbd_curl_setopt_str(easy, option, value), "\(option)") }
+        string(CURLOPT_URL, job.url)
+        long(CURLOPT_NOSIGNAL, 1)
+        string(CURLOPT_PROTOCOLS_STR, "http,https")
+        string(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        long(CURLOPT_FOLLOWLOCATION, 1)
+        long(CURLOPT_MAXREDIRS, c.maxRedirects)
+        long(CURLOPT_CONNECTTIMEOUT_MS, c.connectTimeoutMilliseconds)
+        long(CURLOPT_TIMEOUT_MS, c.timeoutMilliseconds)
+        long(CURLOPT_LOW_SPEED_LIMIT, c.lowSpeedBytesPerSecond)
+        long(CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
+        Curl.check(thumbd_curl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxObjectBytes)), "MAXFILESIZE")
+        long(CURLOPT_HTTP_VERSION, thumbd_curl_http_version_2tls)
+        long(CURLOPT_PIPEWAIT, 1)  // prefer multiplexing on an HTTP/2 connection being set up
+        string(CURLOPT_USERAGENT, c.userAgent)
+        string(CURLOPT_ACCEPT_ENCODING, "identity")
+        long(CURLOPT_NOPROGRESS, 0)
+        Curl.check(thumbd_curl_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, user in
+            Transfer.from(user).receive(data, size * count)
+        }), "WRITEFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_WRITEDATA, me), "WRITEDATA")
+        Curl.check(thumbd_curl_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, user in
+            Transfer.from(user).header(data, size * count)
+        }), "HEADERFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_HEADERDATA, me), "HEADERDATA")
+        Curl.check(thumbd_curl_setopt_xferinfofn(easy, { user, total, now, _, _ in
+            Transfer.from(user).progress(received: Int64(now), total: Int64(total))
+        }), "XFERINFOFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_XFERINFODATA, me), "XFERINFODATA")
+        Curl.check(thumbd_curl_setopt_prereqfn(easy, { user, primaryIP, _, _, _ in
+            Int32(Transfer.from(user).connected(to: primaryIP.map { String(cString: $0) } ?? ""))
+        }), "PREREQFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_PREREQDATA, me), "PREREQDATA")
+    }
+
+    // MARK: Callbacks (loop thread)
+
+    private func receive(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        if !statusChecked {
+            statusChecked = true
+            let status = responseCode
+            if status != 200 {
+                verdict = (status == 404 || status == 410)
+                    ? .upstreamStatus(status)
+                    : .badGateway("upstream_status", "the origin answered \(status)")
+                return 0  // stop: we do not want this body
+            }
+        }
+        guard body.count + count <= configuration.maxObjectBytes else {
+            verdict = .badGateway("upstream_too_large", "the image is larger than \(configuration.maxObjectBytes) bytes")
+            return 0
+        }
+        if let data, count > 0 {
+            if body.isEmpty, let length = headers["content-length"].flatMap(Int.init), length <= configuration.maxObjectBytes {
+                body.reserveCapacity(length)
+            }
+            data.withMemoryRebound(to: UInt8.self, capacity: count) {
+                body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+            }
+        }
+        return count
+    }
+
+    private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard let data else { return count }
+        let line = data.withMemoryRebound(to: UInt8.self, capacity: count) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+        }
+        if line.hasPrefix("HTTP/") {
+            headers.removeAll()  // a new response (after a redirect or a 100): forget the old one's
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            headers[name] = value
+        }
+        return count
+    }
+
+    private func progress(received: Int64, total: Int64) -> Int32 {
+        let next = FetchProgress(received: received, total: total > 0 ? total : nil)
+        guard next != lastProgress else { return 0 }
+        let now = ContinuousClock.now
+        // A few updates a second at most, plus one as soon as the total becomes known.
+        if now - lastProgressTime >= .milliseconds(100) || (lastProgress.total == nil && next.total != nil) {
+            lastProgress = next
+            lastProgressTime = now
+            job.publishProgress(next)
+        }
+        return 0
+    }
+
+    /// Called after each connection is made (every redirect hop too), before the request is
+    /// sent: refuses a destination whose actual address or host is not allowed.
+    private func connected(to primaryIP: String) -> Int {
+        if let address = IPAddress(primaryIP), !policy.isAllowed(address: address) {
+            verdict = .forbidden("destination_not_allowed", "the origin resolved to a private or local address")
+            return thumbd_curl_prereq_abort
+        }
+        if let host = effectiveURL.flatMap({ URLComponents(string: $0)?.host }), !policy.isAllowed(host: host) {
+            verdict = .forbidden("host_not_allowed", "a redirect led to \(host), which is not in the allow list")
+            return thumbd_curl_prereq_abort
+        }
+        return thumbd_curl_prereq_ok
+    }
+
+    // MARK: Outcome
+
+    private var responseCode: Int {
+        var code = 0
+        _ = thumbd_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    private var effectiveURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// Turns curl's result code into the fetch's outcome.
+    func outcome(_ code: CURLcode) -> Result<UpstreamResponse, ThumbdError> {
+        if let verdict { return .failure(verdict) }
+        switch code {
+        case CURLE_OK:
+            let status = responseCode
+            guard status == 200 else {
+                if status == 404 || status == 410 { return .failure(.upstreamStatus(status)) }
+                return .failure(.badGateway("upstream_status", "the origin answered \(status)"))
+            }
+            guard let type = ImageSniffer.contentType(of: body) else { return .failure(.notAnImage) }
+            if lastProgress.received != Int64(body.count) {
+                job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
+            }
+            return .success(UpstreamResponse(
+                status: 200, body: body, contentType: type, etag: headers["etag"],
+                lastModified: headers["last-modified"], cacheControl: headers["cache-control"],
+                expires: headers["expires"], date: headers["date"]))
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(.upstreamTimeout)
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .failure(.badGateway("too_many_redirects", "more than \(configuration.maxRedirects) redirects"))
+        case CURLE_PARTIAL_FILE:
+            return .failure(.badGateway("upstream_truncated", "the origin closed the connection before the end of the body"))
+        case CURLE_FILESIZE_EXCEEDED:
+            return .failure(.badGateway("upstream_too_large", "the image is larger than \(configuration.maxObjectBytes) bytes"))
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .failure(.badGateway("upstream_unresolvable", "the origin's host name does not resolve"))
+        case CURLE_COULDNT_CONNECT:
+            return .failure(.badGateway("upstream_unreachable", "could not connect to the origin"))
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return .failure(.badGateway("bad_redirect", "a redirect led to a scheme other than http or https"))
+        default:
+            return .failure(.badGateway("upstream_failed", String(cString: curl_easy_strerror(code))))
+        }
+    }
+}
+
+@available(*, unavailable)
+extension Transfer: Sendable {}

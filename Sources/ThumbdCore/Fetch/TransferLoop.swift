@@ -1,0 +1,243 @@
+internal import CCurl
+import Foundation
+import Logging
+import Synchronization
+
+/// Runs every upstream transfer on one curl multi handle, on one thread of its own.
+///
+/// Other threads talk to it only through `submit` and `cancel`, which put a command in a
+/// locked inbox and wake the loop with `curl_multi_wakeup` (the one multi call that is
+/// thread-safe). Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per
+/// host; the rest wait in a queue ordered by priority, then by arrival. A full queue refuses
+/// at once (503) rather than letting latency grow without bound.
+public final class TransferLoop: Sendable {
+    private enum Command {
+        case submit(FetchJob)
+        case cancel(FetchJob)
+        case stop
+    }
+
+    private let multi: MultiHandle
+    private let inbox = Mutex<[Command]>([])
+    private let queued = Mutex(0)
+    private let configuration: UpstreamConfiguration
+    private let finished = DispatchSemaphore(value: 0)
+    private let running = Mutex(true)
+
+    public init(configuration: UpstreamConfiguration, policy: DestinationPolicy,
+                logger: Logger = Logger(label: "thumbd.fetch")) {
+        _ = Curl.initialized
+        self.configuration = configuration
+        self.multi = MultiHandle()
+        let state = LoopState(multi: multi, configuration: configuration, policy: policy, logger: logger)
+        let thread = Thread { [self] in
+            run(state)
+            finished.signal()
+        }
+        thread.name = "thumbd-fetch"
+        thread.start()
+    }
+
+    /// Queues `job`. Returns false (and does not queue it) when the queue is full.
+    public func submit(_ job: FetchJob) -> Bool {
+        let admitted = queued.withLock { count -> Bool in
+            guard count < configuration.maxQueued + configuration.maxConcurrent else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return false }
+        send(.submit(job))
+        return true
+    }
+
+    /// Stops `job` if it is queued or running; it then completes with `.cancelled`.
+    public func cancel(_ job: FetchJob) { send(.cancel(job)) }
+
+    /// Aborts everything still queued or running (each job completes with `shuttingDown`)
+    /// and waits for the loop thread to exit.
+    public func shutdown() {
+        let wasRunning = running.withLock { value in
+            defer { value = false }
+            return value
+        }
+        guard wasRunning else { return }
+        send(.stop)
+        finished.wait()
+        multi.close()
+    }
+
+    private func send(_ command: Command) {
+        inbox.withLock { $0.append(command) }
+        multi.wakeup()
+    }
+
+    private func run(_ state: LoopState) {
+        while true {
+            let commands = inbox.withLock { inbox in
+                defer { inbox.removeAll(keepingCapacity: true) }
+                return inbox
+            }
+            for command in commands {
+                switch command {
+                case .submit(let job): state.enqueue(job)
+                case .cancel(let job):
+                    if state.cancel(job, with: .cancelled) == .queued { queued.withLock { $0 -= 1 } }
+                case .stop:
+                    state.abortAll(with: .shuttingDown)
+                    return
+                }
+            }
+            var started = state.admit()
+            state.perform()
+            if state.reapFinished() > 0 { started += state.admit() }  // freed slots go to the queue at once
+            if started > 0 { queued.withLock { $0 -= started } }
+            state.poll(timeoutMilliseconds: 1000)
+        }
+    }
+}
+
+/// The multi handle. `curl_multi_wakeup` may be called from any thread; everything else
+/// happens on the loop thread or after it has exited (`close`). That is the argument for
+/// `@unchecked Sendable`.
+private final class MultiHandle: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+    private var closed = false
+
+    init() {
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        handle = multi
+        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
+    }
+
+    func wakeup() { curl_multi_wakeup(handle) }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        curl_multi_cleanup(handle)
+    }
+
+    deinit { assert(closed, "MultiHandle was not closed") }
+}
+
+/// Everything the loop thread owns: the queue, the running transfers, per-host counts.
+private final class LoopState: @unchecked Sendable {  // handed to the loop thread once, used only there
+    enum Found { case queued, running, absent }
+
+    private let multi: MultiHandle
+    private let configuration: UpstreamConfiguration
+    private let policy: DestinationPolicy
+    private let logger: Logger
+    private var queue: [(sequence: UInt64, job: FetchJob)] = []
+    private var nextSequence: UInt64 = 0
+    private var running: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var perHost: [String: Int] = [:]
+
+    init(multi: MultiHandle, configuration: UpstreamConfiguration, policy: DestinationPolicy, logger: Logger) {
+        self.multi = multi
+        self.configuration = configuration
+        self.policy = policy
+        self.logger = logger
+    }
+
+    func enqueue(_ job: FetchJob) {
+        queue.append((nextSequence, job))
+        nextSequence += 1
+    }
+
+    /// Starts queued jobs while there is room; returns how many left the queue.
+    func admit() -> Int {
+        var started = 0
+        while running.count < configuration.maxConcurrent, let index = nextEligible() {
+            let job = queue.remove(at: index).job
+            start(job)
+            started += 1
+        }
+        return started
+    }
+
+    /// The highest-priority, oldest queued job whose host has room.
+    private func nextEligible() -> Int? {
+        var best: Int?
+        var bestPriority = Priority.low
+        for (index, entry) in queue.enumerated() where perHost[entry.job.host, default: 0] < configuration.maxPerHost {
+            let priority = entry.job.priority
+            if best == nil || priority > bestPriority {
+                best = index
+                bestPriority = priority
+                if priority == .high { break }
+            }
+        }
+        return best
+    }
+
+    private func start(_ job: FetchJob) {
+        let transfer = Transfer(job: job, configuration: configuration, policy: policy)
+        let rc = curl_multi_add_handle(multi.handle, transfer.easy)
+        precondition(rc == CURLM_OK, "curl_multi_add_handle: \(rc)")
+        running[transfer.easy] = transfer
+        perHost[job.host, default: 0] += 1
+        logger.debug("fetch.start", metadata: ["upstream.url": "\(job.url)", "fetch.running": "\(running.count)"])
+    }
+
+    func perform() {
+        var stillRunning: Int32 = 0
+        let rc = curl_multi_perform(multi.handle, &stillRunning)
+        precondition(rc == CURLM_OK, "curl_multi_perform: \(rc)")
+    }
+
+    /// Completes every transfer curl reports as done; returns how many.
+    func reapFinished() -> Int {
+        var reaped = 0
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi.handle, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            guard let transfer = detach(easy) else { continue }
+            let outcome = transfer.outcome(code)
+            logger.debug("fetch.done", metadata: [
+                "upstream.url": "\(transfer.job.url)", "curl.code": "\(code.rawValue)",
+                "fetch.bytes": "\(transfer.body.count)",
+            ])
+            transfer.job.complete(outcome)
+            reaped += 1
+        }
+        return reaped
+    }
+
+    func poll(timeoutMilliseconds: Int32) {
+        var ready: Int32 = 0
+        _ = curl_multi_poll(multi.handle, nil, 0, timeoutMilliseconds, &ready)
+    }
+
+    @discardableResult
+    func cancel(_ job: FetchJob, with error: ThumbdError) -> Found {
+        if let index = queue.firstIndex(where: { $0.job === job }) {
+            queue.remove(at: index)
+            job.complete(.failure(error))
+            return .queued
+        }
+        if let (easy, _) = running.first(where: { $0.value.job === job }) {
+            _ = detach(easy)
+            job.complete(.failure(error))
+            return .running
+        }
+        return .absent
+    }
+
+    func abortAll(with error: ThumbdError) {
+        for entry in queue { entry.job.complete(.failure(error)) }
+        queue.removeAll()
+        for easy in Array(running.keys) {
+            if let transfer = detach(easy) { transfer.job.complete(.failure(error)) }
+        }
+    }
+
+    private func detach(_ easy: UnsafeMutableRawPointer) -> Transfer? {
+        guard let transfer = running.removeValue(forKey: easy) else { return nil }
+        curl_multi_remove_handle(multi.handle, easy)
+        perHost[transfer.job.host, default: 1] -= 1
+        if perHost[transfer.job.host] == 0 { perHost[transfer.job.host] = nil }
+        return transfer
+    }
+}

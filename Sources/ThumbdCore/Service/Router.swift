@@ -1,0 +1,24 @@
+/// Sends each request to its handler by path; everything else is a JSON 404 or 405.
+struct Router: HTTPHandler {
+    let thumb: ThumbHandler
+    let health: @Sendable () -> Bool
+
+    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        switch request.path {
+        case "/thumb":
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return thumb.handle(request, context: context)
+        case "/healthz":
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return .response(health()
+                ? .json(200, "{\"status\":\"ok\"}\n", headers: [("Cache-Control", "no-store")])
+                : .error(.unavailable("unhealthy", "the cache database cannot be read")))
+        default:
+            return .response(.error(ThumbdError(status: 404, code: "not_found", message: "no route for \(request.path)")))
+        }
+    }
+
+    static func notAllowed(_ allow: String) -> Response {
+        .error(ThumbdError(status: 405, code: "method_not_allowed", message: "use \(allow)"), headers: [("Allow", allow)])
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Logging
+
+/// The whole daemon: store, transfer loop, coalescer and HTTP server, started in that order
+/// and stopped in reverse.
+public final class Thumbd: Sendable {
+    public let configuration: ThumbdConfiguration
+    public let store: CacheStore
+    private let loop: TransferLoop
+    private let coalescer: FetchCoalescer
+    private let server: HTTPServer
+    private let logger: Logger
+
+    /// The port the server listens on (the configured one, or the one picked for port 0).
+    public var port: UInt16 { server.port }
+
+    public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let policy = DestinationPolicy(
+            allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
+            allowHosts: configuration.upstream.allowHosts)
+        let store = try CacheStore(configuration: configuration.store, logger: logger)
+        let loop = TransferLoop(configuration: configuration.upstream, policy: policy, logger: logger)
+        let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
+        let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, configuration: configuration, logger: logger)
+        let router = Router(thumb: ThumbHandler(source: source, policy: policy), health: {
+            (try? store.lookup("thumbd:healthz")) != nil
+        })
+        do {
+            server = try HTTPServer(configuration: configuration.server, handler: router, logger: logger)
+        } catch {
+            loop.shutdown()
+            store.close()
+            throw error
+        }
+        self.store = store
+        self.loop = loop
+        self.coalescer = coalescer
+        logger.info("thumbd.started", metadata: [
+            "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
+            "store.path": "\(configuration.store.path)",
+        ])
+    }
+
+    /// Graceful stop: no new connections; fetches in flight get the grace period to finish
+    /// and answer their waiters; what is left is aborted (its waiters get 503); every
+    /// suspended connection is resumed and answered; then the server stops and the database
+    /// closes.
+    public func shutdown() {
+        logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
+        server.stopAccepting()
+        let deadline = ContinuousClock.now + .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000))
+        while coalescer.inFlightCount > 0 && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        loop.shutdown()
+        if !server.waitUntilIdle(timeout: .seconds(5)) {
+            logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(server.suspendedConnections)"])
+        }
+        server.stop()
+        store.close()
+        logger.info("thumbd.stopped")
+    }
+}

@@ -1,0 +1,101 @@
+import Crypto
+import Foundation
+import Logging
+
+/// Where a cached object comes from: the store, or one upstream fetch per key however many
+/// ask. On completion the object is stored first and the waiters are woken after the commit,
+/// so a request arriving in between joins the flight instead of starting a second fetch.
+final class ObjectSource: Sendable {
+    let store: CacheStore
+    let coalescer: FetchCoalescer
+    let loop: TransferLoop
+    private let configuration: ThumbdConfiguration
+    private let logger: Logger
+
+    init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop,
+         configuration: ThumbdConfiguration, logger: Logger) {
+        self.store = store
+        self.coalescer = coalescer
+        self.loop = loop
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// A stored object, fresh or not; nil when absent or unreadable (then we fetch).
+    func cached(_ key: String) -> CachedObject? {
+        do {
+            return try store.lookup(key)
+        } catch {
+            logger.error("store.lookup failed", metadata: ["error": "\(error)", "cache.key": "\(key)"])
+            return nil
+        }
+    }
+
+    /// Joins (or starts) the fetch of `destination`; `waiter` gets the outcome exactly once
+    /// unless the ticket leaves first.
+    func fetch(_ destination: DestinationPolicy.Destination, priority: Priority,
+               waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
+        let key = destination.url
+        let joined = coalescer.join(key: key, priority: priority, waiter: waiter) {
+            FetchJob(url: destination.url, host: destination.host, priority: priority) { [self] job, result in
+                // Runs on the transfer loop: the store write goes to the writer queue.
+                finish(job, key: key, url: destination.url, result: result)
+            }
+        }
+        guard let job = joined.job else { return joined }
+        // Re-check: a flight for this key may have committed between our lookup and our join.
+        if let object = cached(key), object.isFresh(at: Self.now()) {
+            coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
+        } else if !loop.submit(job) {
+            coalescer.complete(key: key, job: job, with: .failure(.unavailable("queue_full", "too many fetches are waiting for the origin")))
+        }
+        return joined
+    }
+
+    /// A waiter is gone; abort the transfer if it was the last one (and that is configured).
+    func leave(_ ticket: FetchCoalescer.Ticket) {
+        if let job = coalescer.leave(ticket) { loop.cancel(job) }
+    }
+
+    private func finish(_ job: FetchJob, key: String, url: String, result: Result<UpstreamResponse, ThumbdError>) {
+        let now = Self.now()
+        switch result {
+        case .success(let response):
+            let freshness = Freshness.of(
+                cacheControl: response.cacheControl, expires: response.expires, date: response.date,
+                now: Date(timeIntervalSince1970: TimeInterval(now)),
+                defaultTTL: configuration.store.defaultTTLSeconds, maxTTL: configuration.store.maxTTLSeconds)
+            let object = CachedObject(
+                key: key, url: url, status: 200, contentType: response.contentType, body: response.body,
+                etag: Self.etag(of: response.body), upstreamETag: response.etag, lastModified: response.lastModified,
+                fetchedAt: now, expiresAt: now + Int64(freshness.ttlSeconds))
+            guard freshness.storable else {
+                coalescer.complete(key: key, job: job, with: .success(object))
+                return
+            }
+            store.insert(object) { [coalescer] _ in
+                // Served even if storing failed (logged by the store): the bytes are good.
+                coalescer.complete(key: key, job: job, with: .success(object))
+            }
+        case .failure(let error) where error.status == 404 || error.status == 410:
+            let negative = CachedObject(
+                key: key, url: url, status: error.status, contentType: "application/json", body: [],
+                etag: "\"\(error.status)\"", fetchedAt: now,
+                expiresAt: now + Int64(configuration.store.negativeTTLSeconds))
+            store.insert(negative) { [coalescer] _ in coalescer.complete(key: key, job: job, with: .failure(error)) }
+        case .failure(let error):
+            if error != .cancelled {
+                logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)"])
+            }
+            coalescer.complete(key: key, job: job, with: .failure(error))
+        }
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// A strong validator: 128 bits of the body's SHA-256.
+    static func etag(of body: [UInt8]) -> String {
+        let digest = SHA256.hash(data: body)
+        return "\"" + digest.prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+
+/// `GET|HEAD /thumb?url=…`: parse → destination policy → cache lookup → (miss) join or
+/// start the one fetch for this key → answer every waiter from its outcome.
+struct ThumbHandler: Sendable {
+    let source: ObjectSource
+    let policy: DestinationPolicy
+
+    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        let placeholder: Bool
+        do {
+            placeholder = try ThumbRequest.wantsPlaceholder(request)
+        } catch {
+            return .response(.error(error))
+        }
+        let thumb: ThumbRequest
+        do {
+            thumb = try ThumbRequest(request, policy: policy)
+        } catch {
+            return .response(Self.failure(error, cache: nil, placeholder: placeholder))
+        }
+        let key = thumb.destination.url
+        let stored = source.cached(key)
+        let now = ObjectSource.now()
+        if let stored, stored.isFresh(at: now) {
+            source.store.recordAccess(key)
+            if stored.status == 200 {
+                return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now))
+            }
+            return .response(Self.failure(
+                .upstreamStatus(stored.status), cache: "hit", placeholder: placeholder,
+                maxAge: stored.remainingSeconds(at: now)))
+        }
+        let stale = stored?.status == 200 ? stored : nil
+        let joined = source.fetch(thumb.destination, priority: thumb.priority) { [ifNoneMatch = thumb.ifNoneMatch] outcome, role in
+            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder))
+        }
+        context.onClientGone { [source] in source.leave(joined.ticket) }
+        return .suspend
+    }
+
+    /// The response for one waiter, from the outcome every waiter of the flight shares.
+    private static func answer(_ outcome: FetchCoalescer.Outcome, role: FetchCoalescer.Role, stale: CachedObject?,
+                               ifNoneMatch: String?, placeholder: Bool) -> Response {
+        let now = ObjectSource.now()
+        switch outcome {
+        case .success(let object):
+            return image(object, cache: role == .leader ? "miss" : "coalesced", ifNoneMatch: ifNoneMatch, now: now)
+        case .failure(let error):
+            // Upstream is failing but we still hold the old copy: stale beats an error
+            // (not for 404/410, where the origin told us the image is gone).
+            if let stale, error.status >= 500 {
+                var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now)
+                response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
+                return response
+            }
+            let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
+            return failure(error, cache: role == .leader ? "miss" : "coalesced", placeholder: placeholder, maxAge: maxAge)
+        }
+    }
+
+    static func image(_ object: CachedObject, cache: String, ifNoneMatch: String?, now: Int64) -> Response {
+        var headers: [(String, String)] = [
+            ("ETag", object.etag),
+            ("Cache-Control", "public, max-age=\(object.remainingSeconds(at: now))"),
+            ("X-Thumbd-Cache", cache),
+        ]
+        if let lastModified = object.lastModified { headers.append(("Last-Modified", lastModified)) }
+        if let ifNoneMatch, ETagMatch.matches(ifNoneMatch, object.etag) {
+            return Response(status: 304, headers: headers)
+        }
+        headers.append(("Content-Type", object.contentType))
+        headers.append(("X-Content-Type-Options", "nosniff"))
+        return Response(status: 200, headers: headers, body: object.body)
+    }
+
+    static func failure(_ error: ThumbdError, cache: String?, placeholder: Bool, maxAge: Int64? = nil) -> Response {
+        var headers: [(String, String)] = []
+        if let cache { headers.append(("X-Thumbd-Cache", cache)) }
+        headers.append(("Cache-Control", maxAge.map { "public, max-age=\($0)" } ?? "no-store"))
+        if placeholder {
+            headers.append(("Content-Type", Placeholder.contentType))
+            headers.append(("X-Thumbd-Error", error.code))
+            return Response(status: error.status, headers: headers, body: Placeholder.png)
+        }
+        headers.append(("Content-Type", "application/json"))
+        return Response(status: error.status, headers: headers, body: error.jsonBody)
+    }
+}

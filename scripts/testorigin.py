@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""A local origin for thumbd's tests and bench. Behaviour is chosen by path (like
+async-http-client's HTTPBin); it counts requests per path and notices clients that hang up.
+
+    /img/NAME.jpg?size=N&delay=MS&cc=CACHE-CONTROL   deterministic JPEG-like bytes
+    /png/NAME.png?size=N                             PNG signature + bytes
+    /status/CODE                                     that status, a small body
+    /not-an-image                                    200, claims image/jpeg, sends HTML
+    /truncated                                       Content-Length 10000, sends 100 bytes, closes
+    /redirect/N                                      N redirects, then an image
+    /big?size=N  /big-chunked?size=N                 an image of N bytes (with / without length)
+    /slow?size=N&chunk=B&every=MS                    sends B bytes every MS ms
+    /hang                                            never answers (bounded: 60 s)
+    /gate/NAME                                       waits for GET /__release/NAME, then an image
+    /__stats                                         {"requests": {path: n}, "aborted": {path: n}}
+
+Prints "PORT <n>" on its first line. Listens on 127.0.0.1 only. Exits when stdin closes.
+"""
+import hashlib
+import json
+import select
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+LOCK = threading.Lock()
+REQUESTS = {}
+ABORTED = {}
+GATES = {}
+
+
+def count(table, key):
+    with LOCK:
+        table[key] = table.get(key, 0) + 1
+
+
+def gate(name):
+    with LOCK:
+        return GATES.setdefault(name, threading.Event())
+
+
+def image_bytes(name, size, kind="jpeg"):
+    header = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" if kind == "jpeg" else b"\x89PNG\r\n\x1a\n"
+    out = bytearray(header)
+    seed = name.encode()
+    while len(out) < size:
+        seed = hashlib.sha256(seed).digest()
+        out += seed
+    return bytes(out[:max(size, len(header))])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def client_gone(self):
+        """True when the client closed its side (readable and EOF)."""
+        try:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            if ready:
+                return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+        return False
+
+    def wait(self, seconds, path, until=None):
+        """Sleeps up to `seconds`, returning False (and counting an abort) if the client leaves."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if until is not None and until.is_set():
+                return True
+            if self.client_gone():
+                count(ABORTED, path)
+                return False
+            time.sleep(0.01)
+        return until is None
+
+    def send(self, status, body, ctype="image/jpeg", extra=(), length=True):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        if length:
+            self.send_header("Content-Length", str(len(body)))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        for name, value in extra:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if length:
+            self.wfile.write(body)
+        else:
+            for i in range(0, len(body), 16384):
+                part = body[i:i + 16384]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
+        size = int(q.get("size", "12288"))
+        if path == "/__stats":
+            with LOCK:
+                body = json.dumps({"requests": REQUESTS, "aborted": ABORTED}).encode()
+            return self.send(200, body, "application/json")
+        if path.startswith("/__release/"):
+            gate(path[len("/__release/"):]).set()
+            return self.send(200, b"released\n", "text/plain")
+        count(REQUESTS, path)
+        extra = [("Cache-Control", q["cc"])] if "cc" in q else []
+        if path.startswith("/img/"):
+            if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
+                return
+            return self.send(200, image_bytes(path, size), "image/jpeg", extra)
+        if path.startswith("/png/"):
+            return self.send(200, image_bytes(path, size, "png"), "image/png", extra)
+        if path.startswith("/status/"):
+            code = int(path.split("/")[2])
+            return self.send(code, b'{"origin": "says %d"}' % code, "application/json")
+        if path == "/not-an-image":
+            return self.send(200, b"<html><body>surprise</body></html>", "image/jpeg")
+        if path == "/truncated":
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length", "10000")
+            self.end_headers()
+            self.wfile.write(image_bytes(path, 100))
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if path.startswith("/redirect/"):
+            n = int(path.split("/")[2])
+            if n == 0:
+                return self.send(200, image_bytes(path, size))
+            self.send_response(302)
+            self.send_header("Location", "/redirect/%d" % (n - 1))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/big":
+            return self.send(200, image_bytes(path, size))
+        if path == "/big-chunked":
+            return self.send(200, image_bytes(path, size), length=False)
+        if path == "/slow":
+            chunk, every = int(q.get("chunk", "1024")), int(q.get("every", "100")) / 1000.0
+            body = image_bytes(path, size)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(0, len(body), chunk):
+                    self.wfile.write(body[i:i + chunk])
+                    self.wfile.flush()
+                    if not self.wait(every, path):
+                        return
+            except OSError:
+                count(ABORTED, path)
+            return
+        if path == "/hang":
+            self.wait(60, path)
+            return
+        if path.startswith("/gate/"):
+            if self.wait(60, path, until=gate(path[len("/gate/"):])):
+                return self.send(200, image_bytes(path, size), "image/jpeg", extra)
+            return
+        return self.send(404, b"no such path\n", "text/plain")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 4096  # the default (5) stalls a hundred simultaneous connects
+
+
+def main():
+    server = Server(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), Handler)
+    print("PORT %d" % server.server_address[1], flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sys.stdin.read()  # the parent closing our stdin (or dying) stops us
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
