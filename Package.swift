@@ -52,8 +52,7 @@ let package = Package(
             dependencies: ["ThumbdCore"]),
         .testTarget(
             name: "ThumbdIntegrationTests",
-            dependencies: ["ThumbdCore"],
-            resources: [.copy("Fixtures")]),
+            dependencies: ["ThumbdCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

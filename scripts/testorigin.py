@@ -12,7 +12,7 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /slow?size=N&chunk=B&every=MS                    sends B bytes every MS ms
     /hang                                            never answers (bounded: 60 s)
     /gate/NAME                                       waits for GET /__release/NAME, then an image
-    /__stats                                         {"requests": {path: n}, "aborted": {path: n}}
+    /__stats                     {"requests": {path: n}, "aborted": {path: n}, "order": [path, ...]}
 
 Prints "PORT <n>" on its first line. Listens on 127.0.0.1 only. Exits when stdin closes.
 """
@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 LOCK = threading.Lock()
 REQUESTS = {}
 ABORTED = {}
+ORDER = []
 GATES = {}
 
 
@@ -109,12 +110,15 @@ class Handler(BaseHTTPRequestHandler):
         size = int(q.get("size", "12288"))
         if path == "/__stats":
             with LOCK:
-                body = json.dumps({"requests": REQUESTS, "aborted": ABORTED}).encode()
+                body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER}).encode()
             return self.send(200, body, "application/json")
         if path.startswith("/__release/"):
             gate(path[len("/__release/"):]).set()
             return self.send(200, b"released\n", "text/plain")
-        count(REQUESTS, path)
+        if not self.headers.get("X-Test-Direct"):  # the tests' own reference fetches do not count
+            count(REQUESTS, path)
+            with LOCK:
+                ORDER.append(path)
         extra = [("Cache-Control", q["cc"])] if "cc" in q else []
         if path.startswith("/img/"):
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):

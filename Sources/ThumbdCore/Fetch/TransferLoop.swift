@@ -19,7 +19,8 @@ public final class TransferLoop: Sendable {
 
     private let multi: MultiHandle
     private let inbox = Mutex<[Command]>([])
-    private let queued = Mutex(0)
+    /// Jobs submitted and not yet completed (queued + running).
+    private let outstanding = Mutex(0)
     private let configuration: UpstreamConfiguration
     private let finished = DispatchSemaphore(value: 0)
     private let running = Mutex(true)
@@ -31,6 +32,7 @@ public final class TransferLoop: Sendable {
         self.multi = MultiHandle()
         let state = LoopState(multi: multi, configuration: configuration, policy: policy, logger: logger)
         let thread = Thread { [self] in
+            state.onFinished = { [self] in outstanding.withLock { $0 -= 1 } }
             run(state)
             finished.signal()
         }
@@ -40,7 +42,7 @@ public final class TransferLoop: Sendable {
 
     /// Queues `job`. Returns false (and does not queue it) when the queue is full.
     public func submit(_ job: FetchJob) -> Bool {
-        let admitted = queued.withLock { count -> Bool in
+        let admitted = outstanding.withLock { count -> Bool in
             guard count < configuration.maxQueued + configuration.maxConcurrent else { return false }
             count += 1
             return true
@@ -81,16 +83,15 @@ public final class TransferLoop: Sendable {
                 switch command {
                 case .submit(let job): state.enqueue(job)
                 case .cancel(let job):
-                    if state.cancel(job, with: .cancelled) == .queued { queued.withLock { $0 -= 1 } }
+                    state.cancel(job, with: .cancelled)
                 case .stop:
                     state.abortAll(with: .shuttingDown)
                     return
                 }
             }
-            var started = state.admit()
+            state.admit()
             state.perform()
-            if state.reapFinished() > 0 { started += state.admit() }  // freed slots go to the queue at once
-            if started > 0 { queued.withLock { $0 -= started } }
+            if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
             state.poll(timeoutMilliseconds: 1000)
         }
     }
@@ -132,6 +133,8 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     private var nextSequence: UInt64 = 0
     private var running: [UnsafeMutableRawPointer: Transfer] = [:]
     private var perHost: [String: Int] = [:]
+    /// Called once per job that leaves the loop (done, cancelled or aborted).
+    var onFinished: () -> Void = {}
 
     init(multi: MultiHandle, configuration: UpstreamConfiguration, policy: DestinationPolicy, logger: Logger) {
         self.multi = multi
@@ -145,15 +148,11 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         nextSequence += 1
     }
 
-    /// Starts queued jobs while there is room; returns how many left the queue.
-    func admit() -> Int {
-        var started = 0
+    /// Starts queued jobs while there is room.
+    func admit() {
         while running.count < configuration.maxConcurrent, let index = nextEligible() {
-            let job = queue.remove(at: index).job
-            start(job)
-            started += 1
+            start(queue.remove(at: index).job)
         }
-        return started
     }
 
     /// The highest-priority, oldest queued job whose host has room.
@@ -200,6 +199,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
                 "fetch.bytes": "\(transfer.body.count)",
             ])
             transfer.job.complete(outcome)
+            onFinished()
             reaped += 1
         }
         return reaped
@@ -215,21 +215,29 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         if let index = queue.firstIndex(where: { $0.job === job }) {
             queue.remove(at: index)
             job.complete(.failure(error))
+            onFinished()
             return .queued
         }
         if let (easy, _) = running.first(where: { $0.value.job === job }) {
             _ = detach(easy)
             job.complete(.failure(error))
+            onFinished()
             return .running
         }
         return .absent
     }
 
     func abortAll(with error: ThumbdError) {
-        for entry in queue { entry.job.complete(.failure(error)) }
+        for entry in queue {
+            entry.job.complete(.failure(error))
+            onFinished()
+        }
         queue.removeAll()
         for easy in Array(running.keys) {
-            if let transfer = detach(easy) { transfer.job.complete(.failure(error)) }
+            if let transfer = detach(easy) {
+                transfer.job.complete(.failure(error))
+                onFinished()
+            }
         }
     }
 

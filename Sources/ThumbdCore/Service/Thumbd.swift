@@ -14,6 +14,12 @@ public final class Thumbd: Sendable {
     /// The port the server listens on (the configured one, or the one picked for port 0).
     public var port: UInt16 { server.port }
 
+    /// Requests currently waiting for a fetch (their connections are suspended).
+    public var waitingRequests: Int { server.suspendedConnections }
+
+    /// Distinct fetches in flight (queued or running).
+    public var fetchesInFlight: Int { coalescer.inFlightCount }
+
     public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) throws {
         self.configuration = configuration
         self.logger = logger
@@ -25,7 +31,12 @@ public final class Thumbd: Sendable {
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, configuration: configuration, logger: logger)
         let router = Router(thumb: ThumbHandler(source: source, policy: policy), health: {
-            (try? store.lookup("thumbd:healthz")) != nil
+            do {
+                _ = try store.lookup("thumbd:healthz")  // a read on a pooled connection
+                return true
+            } catch {
+                return false
+            }
         })
         do {
             server = try HTTPServer(configuration: configuration.server, handler: router, logger: logger)

@@ -1,0 +1,25 @@
+import Foundation
+import Testing
+
+@Suite("Graceful shutdown")
+struct ShutdownTests {
+    @Test("a waiting client gets an answer, the process survives, and the cache keeps what was stored")
+    func shutdownWithWaiters() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon()
+        defer { daemon.remove(); origin.stop() }
+        _ = try await request(daemon.port, origin.thumb("/img/kept.jpg"))
+        let waiting = try RawConnection(port: daemon.port)
+        try waiting.send("GET", origin.thumb("/gate/never"))
+        #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+        try await blocking { daemon.stop() }  // grace 0.5 s, then abort: must not crash libmicrohttpd
+        let answer = try await blocking { try waiting.read() }
+        #expect(answer.status == 503)
+        #expect(answer.errorCode == "shutting_down")
+
+        let restarted = try TestDaemon(directory: daemon.directory)
+        defer { restarted.stop() }
+        let hit = try await request(restarted.port, origin.thumb("/img/kept.jpg"))
+        #expect(hit[header: "X-Thumbd-Cache"] == "hit")
+    }
+}
