@@ -20,14 +20,14 @@ public struct ServerConfiguration: Sendable {
     public init() {}
 
     public init(reader: ConfigReader) throws {
-        let r = reader.scoped(to: "server")
-        listen = r.string(forKey: "listen", default: listen)
-        threads = r.int(forKey: "threads", default: threads)
-        maxConnections = r.int(forKey: "maxConnections", default: maxConnections)
-        listenBacklog = r.int(forKey: "listenBacklog", default: listenBacklog)
-        idleTimeoutSeconds = r.int(forKey: "idleTimeoutSeconds", default: idleTimeoutSeconds)
-        maxRequestBytes = r.int(forKey: "maxRequestBytes", default: maxRequestBytes)
-        shutdownGraceSeconds = r.double(forKey: "shutdownGraceSeconds", default: shutdownGraceSeconds)
+        let r = SettingsSection(reader, "server")
+        listen = r.string("listen", listen)
+        threads = try r.int("threads", threads)
+        maxConnections = try r.int("maxConnections", maxConnections)
+        listenBacklog = try r.int("listenBacklog", listenBacklog)
+        idleTimeoutSeconds = try r.int("idleTimeoutSeconds", idleTimeoutSeconds)
+        maxRequestBytes = try r.int("maxRequestBytes", maxRequestBytes)
+        shutdownGraceSeconds = try r.double("shutdownGraceSeconds", shutdownGraceSeconds)
         try validate()
     }
 

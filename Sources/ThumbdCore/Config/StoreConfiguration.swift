@@ -18,13 +18,13 @@ public struct StoreConfiguration: Sendable {
     public init() {}
 
     public init(reader: ConfigReader) throws {
-        let r = reader.scoped(to: "store")
-        path = r.string(forKey: "path", default: path)
-        maxBytes = Int64(r.int(forKey: "maxBytes", default: Int(maxBytes)))
-        defaultTTLSeconds = r.int(forKey: "defaultTTLSeconds", default: defaultTTLSeconds)
-        maxTTLSeconds = r.int(forKey: "maxTTLSeconds", default: maxTTLSeconds)
-        negativeTTLSeconds = r.int(forKey: "negativeTTLSeconds", default: negativeTTLSeconds)
-        accessFlushMilliseconds = r.int(forKey: "accessFlushMilliseconds", default: accessFlushMilliseconds)
+        let r = SettingsSection(reader, "store")
+        path = r.string("path", path)
+        maxBytes = Int64(try r.int("maxBytes", Int(maxBytes)))
+        defaultTTLSeconds = try r.int("defaultTTLSeconds", defaultTTLSeconds)
+        maxTTLSeconds = try r.int("maxTTLSeconds", maxTTLSeconds)
+        negativeTTLSeconds = try r.int("negativeTTLSeconds", negativeTTLSeconds)
+        accessFlushMilliseconds = try r.int("accessFlushMilliseconds", accessFlushMilliseconds)
         try validate()
     }
 

@@ -221,25 +221,23 @@ private final class WriterState: @unchecked Sendable {
         }
     }
 
-    /// Deletes least recently used objects until the total is at most `target` bytes.
+    /// Deletes least recently used objects, oldest first, until the total is at most
+    /// `target` bytes; no more than needed.
     func evict(downTo target: Int64) throws -> Int {
         var evicted = 0
         while totalBytes > target {
             let batch = try db.transaction { () throws -> (count: Int, bytes: Int64) in
-                let statement = try db.cached(
-                    """
-                    DELETE FROM objects WHERE rowid IN
-                        (SELECT rowid FROM objects ORDER BY last_access LIMIT 32)
-                    RETURNING size
-                    """)
-                var count = 0
-                var bytes: Int64 = 0
-                while try statement.step() {
-                    count += 1
-                    bytes += statement.int64(0)
+                let oldest = try db.cached("SELECT rowid, size FROM objects ORDER BY last_access LIMIT 64")
+                var victims: [(rowid: Int64, size: Int64)] = []
+                var freed: Int64 = 0
+                while freed < totalBytes - target, try oldest.step() {
+                    victims.append((oldest.int64(0), oldest.int64(1)))
+                    freed += oldest.int64(1)
                 }
-                statement.reset()
-                return (count, bytes)
+                oldest.reset()
+                let delete = try db.cached("DELETE FROM objects WHERE rowid = ?")
+                for victim in victims { try delete.run([.integer(victim.rowid)]) }
+                return (victims.count, freed)
             }
             if batch.count == 0 { break }
             totalBytes -= batch.bytes

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A `/thumb` request, parsed and validated (imgproxy's order: parameters, then destination).
 struct ThumbRequest: Sendable {
     var destination: DestinationPolicy.Destination
@@ -42,14 +44,4 @@ enum ETagMatch {
             candidate == "*" || (candidate.hasPrefix("W/") ? String(candidate.dropFirst(2)) : candidate) == etag
         }
     }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        String(drop(while: set.contains).reversed().drop(while: set.contains).reversed())
-    }
-}
-
-extension Set where Element == Character {
-    fileprivate static let whitespaces: Set<Character> = [" ", "\t"]
 }

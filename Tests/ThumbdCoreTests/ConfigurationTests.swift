@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+@testable import ThumbdCore
+
+@Suite("Configuration: file, then THUMBD_* environment, then flags")
+struct ConfigurationTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("defaults are safe: loopback, private networks refused")
+    func defaults() throws {
+        let configuration = ThumbdConfiguration()
+        #expect(configuration.server.listen == "127.0.0.1:8080")
+        #expect(configuration.store.path == "var/thumbd.sqlite")
+        #expect(!configuration.upstream.allowPrivateNetworks)
+        try configuration.server.validate()
+        try configuration.store.validate()
+        try configuration.upstream.validate()
+    }
+
+    @Test("the shipped config/thumbd.yaml states the defaults")
+    func shippedFile() async throws {
+        let file = Self.packageRoot.appendingPathComponent("config/thumbd.yaml").path
+        let loaded = try await ThumbdConfiguration.load(file: file, environment: [:])
+        let defaults = ThumbdConfiguration()
+        #expect(loaded.server.listen == defaults.server.listen)
+        #expect(loaded.server.maxConnections == defaults.server.maxConnections)
+        #expect(loaded.store.maxBytes == defaults.store.maxBytes)
+        #expect(loaded.upstream.maxPerHost == defaults.upstream.maxPerHost)
+        #expect(loaded.upstream.allowPrivateNetworks == defaults.upstream.allowPrivateNetworks)
+        #expect(loaded.upstream.allowHosts == defaults.upstream.allowHosts)
+    }
+
+    @Test("later sources win")
+    func precedence() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("thumbd.yaml")
+        try """
+            server:
+              listen: 127.0.0.1:9000
+              threads: 3
+            upstream:
+              maxPerHost: 2
+              allowHosts: [example.org, "*.cdn.net"]
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let loaded = try await ThumbdConfiguration.load(
+            file: file.path,
+            environment: ["THUMBD_SERVER_THREADS": "4", "THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS": "true"],
+            overrides: ["server.listen": "127.0.0.1:9001"])
+        #expect(loaded.server.listen == "127.0.0.1:9001")  // flag over file
+        #expect(loaded.server.threads == 4)  // environment over file
+        #expect(loaded.upstream.maxPerHost == 2)  // file over default
+        #expect(loaded.upstream.allowPrivateNetworks)
+        #expect(loaded.upstream.allowHosts == ["example.org", "*.cdn.net"])
+    }
+
+    @Test("a malformed or out-of-range value stops start-up with the key's name")
+    func malformed() async throws {
+        await #expect(throws: ConfigurationError.self) {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_SERVER_THREADS": "two"])
+        }
+        do {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_UPSTREAM_MAX_REDIRECTS": "500"])
+            Issue.record("accepted 500 redirects")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "upstream.maxRedirects")
+        }
+        await #expect(throws: ConfigurationError.self) {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: [:], overrides: ["server.listen": "nowhere"])
+        }
+        await #expect(throws: ConfigurationError.self) {
+            _ = try await ThumbdConfiguration.load(file: "/nonexistent/thumbd.yaml", environment: [:])
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Testing
+@testable import ThumbdCore
+
+@Suite("DestinationPolicy")
+struct DestinationPolicyTests {
+    @Test("private, loopback, link-local, multicast and reserved addresses are not public",
+          arguments: ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254",
+                      "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fc00::1",
+                      "fd12:3456::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "2001:db8::1"])
+    func notPublic(_ text: String) throws {
+        let address = try #require(IPAddress(text))
+        #expect(!address.isPublic)
+    }
+
+    @Test("ordinary addresses are public",
+          arguments: ["93.184.216.34", "8.8.8.8", "172.32.0.1", "192.169.0.1", "2606:2800:220:1::1", "::ffff:8.8.8.8"])
+    func isPublic(_ text: String) throws {
+        #expect(try #require(IPAddress(text)).isPublic)
+    }
+
+    @Test("a valid URL is normalized: scheme and host lower-cased, default port and fragment dropped")
+    func normalization() throws {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        let destination = try policy.validate("HTTPS://Example.ORG:443/a/B.jpg?x=1#frag")
+        #expect(destination.url == "https://example.org/a/B.jpg?x=1")
+        #expect(destination.host == "example.org")
+        #expect(try policy.validate("http://example.org").url == "http://example.org/")
+        #expect(try policy.validate("http://example.org:8080/x").url == "http://example.org:8080/x")
+    }
+
+    @Test("bad URLs are 400, refused destinations 403")
+    func refusals() {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: ["example.org", "*.cdn.net"])
+        func code(_ url: String?) -> String? {
+            do {
+                _ = try policy.validate(url)
+                return nil
+            } catch {
+                return "\(error.status) \(error.code)"
+            }
+        }
+        #expect(code(nil) == "400 missing_url")
+        #expect(code("") == "400 missing_url")
+        #expect(code("example.org/a.jpg") == "400 malformed_url")
+        #expect(code("file:///etc/passwd") == "400 unsupported_scheme")
+        #expect(code("http://user:pw@example.org/") == "400 credentials_in_url")
+        #expect(code("http://" + String(repeating: "a", count: 5000) + ".org/") == "400 url_too_long")
+        #expect(code("http://other.org/a.jpg") == "403 host_not_allowed")
+        #expect(code("http://example.org/a.jpg") == nil)
+        #expect(code("http://img.cdn.net/a.jpg") == nil)
+        #expect(code("http://cdn.net/a.jpg") == nil)
+        #expect(code("http://evilcdn.net/a.jpg") == "403 host_not_allowed")
+        let open = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        #expect((try? open.validate("http://192.168.0.10/a.jpg")) == nil)
+        #expect((try? open.validate("http://[::1]/a.jpg")) == nil)
+        let lenient = DestinationPolicy(allowPrivateNetworks: true, allowHosts: [])
+        #expect((try? lenient.validate("http://127.0.0.1:8000/a.jpg")) != nil)
+    }
+}

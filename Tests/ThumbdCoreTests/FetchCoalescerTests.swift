@@ -1,0 +1,69 @@
+import Synchronization
+import Testing
+@testable import ThumbdCore
+
+@Suite("FetchCoalescer")
+struct FetchCoalescerTests {
+    final class Log: Sendable {
+        let entries = Mutex<[String]>([])
+        func add(_ text: String) { entries.withLock { $0.append(text) } }
+        var all: [String] { entries.withLock { $0.sorted() } }
+    }
+
+    func job(_ url: String = "http://example.org/a") -> FetchJob {
+        FetchJob(url: url, host: "example.org", priority: .low) { _, _ in }
+    }
+
+    func object(_ key: String) -> CachedObject {
+        CachedObject(key: key, url: key, status: 200, contentType: "image/png", body: [1], etag: "\"e\"", fetchedAt: 0, expiresAt: 1)
+    }
+
+    @Test("the first asker leads, later ones follow, and all get the outcome with their role")
+    func rolesAndDelivery() throws {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: true)
+        let log = Log()
+        var made = 0
+        let first = coalescer.join(key: "k", priority: .low, waiter: { _, role in log.add("a:\(role)") }) { made += 1; return job() }
+        let second = coalescer.join(key: "k", priority: .high, waiter: { _, role in log.add("b:\(role)") }) { made += 1; return job() }
+        #expect(made == 1)
+        #expect(first.role == .leader && first.job != nil)
+        #expect(second.role == .follower && second.job == nil)
+        let running = try #require(first.job)
+        #expect(running.priority == .high)  // raised by the second waiter
+        coalescer.complete(key: "k", job: running, with: .success(object("k")))
+        #expect(log.all == ["a:leader", "b:follower"])
+        #expect(coalescer.inFlightCount == 0)
+    }
+
+    @Test("the last waiter leaving hands back the job to cancel; earlier leavers do not")
+    func leaving() throws {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: true)
+        let a = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        let b = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        #expect(coalescer.leave(a.ticket) == nil)
+        #expect(coalescer.leave(a.ticket) == nil)  // twice is harmless
+        #expect(coalescer.leave(b.ticket) === a.job)
+        #expect(coalescer.inFlightCount == 0)
+    }
+
+    @Test("without abortWhenAbandoned the flight stays and completes normally")
+    func keepAbandoned() {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: false)
+        let a = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        #expect(coalescer.leave(a.ticket) == nil)
+        #expect(coalescer.inFlightCount == 1)
+    }
+
+    @Test("a completion from an abandoned job does not touch the flight that replaced it")
+    func staleCompletion() throws {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: true)
+        let log = Log()
+        let old = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("old") }) { job() }
+        _ = coalescer.leave(old.ticket)
+        let new = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("new") }) { job() }
+        coalescer.complete(key: "k", job: try #require(old.job), with: .failure(.cancelled))
+        #expect(log.all.isEmpty)
+        coalescer.complete(key: "k", job: try #require(new.job), with: .success(object("k")))
+        #expect(log.all == ["new"])
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import ThumbdCore
+
+@Suite("Freshness, sniffing, validators")
+struct HTTPSemanticsTests {
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)  // Tue, 14 Nov 2023 22:13:20 GMT
+
+    @Test("Cache-Control and Expires decide freshness")
+    func freshness() {
+        func of(_ cc: String?, expires: String? = nil, date: String? = nil) -> Freshness {
+            Freshness.of(cacheControl: cc, expires: expires, date: date, now: Self.now, defaultTTL: 3600, maxTTL: 86_400)
+        }
+        #expect(of(nil) == Freshness(storable: true, ttlSeconds: 3600))
+        #expect(of("max-age=60") == Freshness(storable: true, ttlSeconds: 60))
+        #expect(of("public, max-age=60, s-maxage=30") == Freshness(storable: true, ttlSeconds: 30))
+        #expect(of("max-age=99999999") == Freshness(storable: true, ttlSeconds: 86_400))
+        #expect(of("no-store") == Freshness(storable: false, ttlSeconds: 0))
+        #expect(of("private, max-age=60") == Freshness(storable: false, ttlSeconds: 0))
+        #expect(of("no-cache") == Freshness(storable: true, ttlSeconds: 0))
+        #expect(of(nil, expires: "Tue, 14 Nov 2023 23:13:20 GMT") == Freshness(storable: true, ttlSeconds: 3600))
+        #expect(of(nil, expires: "Tue, 14 Nov 2023 23:13:20 GMT", date: "Tue, 14 Nov 2023 23:03:20 GMT")
+                == Freshness(storable: true, ttlSeconds: 600))
+        #expect(of(nil, expires: "0") == Freshness(storable: true, ttlSeconds: 0))
+        #expect(of("max-age=10", expires: "Tue, 14 Nov 2023 23:13:20 GMT") == Freshness(storable: true, ttlSeconds: 10))
+    }
+
+    @Test("images are recognized by their bytes")
+    func sniffing() {
+        func type(_ bytes: [UInt8]) -> String? { ImageSniffer.contentType(of: bytes + [UInt8](repeating: 0, count: 32)) }
+        #expect(type([0xFF, 0xD8, 0xFF, 0xE0]) == "image/jpeg")
+        #expect(type([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) == "image/png")
+        #expect(type(Array("GIF89a".utf8)) == "image/gif")
+        #expect(type(Array("RIFF".utf8) + [1, 2, 3, 4] + Array("WEBP".utf8)) == "image/webp")
+        #expect(type([0, 0, 0, 0x1C] + Array("ftypavif".utf8)) == "image/avif")
+        #expect(type(Array("<html>".utf8)) == nil)
+        #expect(type(Array("<svg xmlns=".utf8)) == nil)
+        #expect(ImageSniffer.contentType(of: []) == nil)
+        #expect(ImageSniffer.contentType(of: [0xFF, 0xD8]) == nil)
+    }
+
+    @Test("If-None-Match uses the weak comparison and understands lists and *")
+    func etags() {
+        #expect(ETagMatch.matches("\"abc\"", "\"abc\""))
+        #expect(ETagMatch.matches("W/\"abc\"", "\"abc\""))
+        #expect(ETagMatch.matches("\"x\", \"abc\"", "\"abc\""))
+        #expect(ETagMatch.matches("*", "\"abc\""))
+        #expect(!ETagMatch.matches("\"abd\"", "\"abc\""))
+        #expect(ObjectSource.etag(of: [1, 2, 3]) == ObjectSource.etag(of: [1, 2, 3]))
+        #expect(ObjectSource.etag(of: [1, 2, 3]) != ObjectSource.etag(of: [1, 2, 4]))
+    }
+
+    @Test("error bodies are the contract's JSON")
+    func errorJSON() throws {
+        let error = ThumbdError.badRequest("bad_parameter", "a \"quoted\"\nline")
+        let object = try JSONSerialization.jsonObject(with: Data(error.jsonBody)) as? [String: String]
+        #expect(object == ["error": "bad_parameter", "message": "a \"quoted\"\nline"])
+    }
+}
