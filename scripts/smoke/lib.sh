@@ -1,0 +1,34 @@
+# Helpers for the smoke tests: start the real binary and an origin, stop them by PID.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "   $*" >&2; exit 1; }
+
+# start_origin: sets ORIGIN (http://127.0.0.1:PORT)
+start_origin() {
+  mkfifo "$WORK/origin.in"
+  python3 "$ROOT/scripts/testorigin.py" < "$WORK/origin.in" > "$WORK/origin.out" &
+  PIDS+=($!)
+  exec 7> "$WORK/origin.in"  # holding the fifo open keeps the origin alive
+  for _ in $(seq 100); do grep -q PORT "$WORK/origin.out" 2>/dev/null && break; sleep 0.05; done
+  ORIGIN="http://127.0.0.1:$(awk '/PORT/{print $2}' "$WORK/origin.out")"
+}
+
+# start_thumbd ARGS...: runs `thumbd serve --listen 127.0.0.1:0 ARGS`; sets THUMBD (base URL) and THUMBD_PID
+start_thumbd() {
+  "$THUMBD_BIN" serve --listen 127.0.0.1:0 "$@" > "$WORK/thumbd.out" 2> "$WORK/thumbd.err" &
+  THUMBD_PID=$!
+  PIDS+=($THUMBD_PID)
+  for _ in $(seq 200); do grep -q listening "$WORK/thumbd.out" 2>/dev/null && break; sleep 0.05; done
+  THUMBD="$(awk '/listening on/{print $4}' "$WORK/thumbd.out")"
+  [ -n "$THUMBD" ] || { cat "$WORK/thumbd.err" >&2; fail "thumbd did not start"; }
+}
+
+urlencode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The real binary: settings from file + environment + flags, miss then hit with curl,
+# a JSON 400, and a clean exit 0 on SIGTERM with the cache kept for the next start.
+source "$(dirname "$0")/lib.sh"
+start_origin
+THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --config "$ROOT/config/thumbd.yaml" --db "$WORK/cache.sqlite"
+
+url="$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/smoke.jpg")"
+curl -fsS -o "$WORK/a.jpg" -D "$WORK/h1" "$url"
+grep -qi '^x-thumbd-cache: miss' "$WORK/h1" || fail "first answer was not a miss"
+curl -fsS -o "$WORK/b.jpg" -D "$WORK/h2" "$url"
+grep -qi '^x-thumbd-cache: hit' "$WORK/h2" || fail "second answer was not a hit"
+cmp -s "$WORK/a.jpg" "$WORK/b.jpg" || fail "hit bytes differ"
+
+code=$(curl -s -o "$WORK/err.json" -w '%{http_code}' "$THUMBD/thumb?url=ftp%3A%2F%2Fx")
+[ "$code" = 400 ] || fail "bad scheme gave $code"
+grep -q '"error":"unsupported_scheme"' "$WORK/err.json" || fail "no JSON error: $(cat "$WORK/err.json")"
+
+kill -TERM "$THUMBD_PID"
+wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGTERM"
+
+THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
+url="$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/smoke.jpg")"  # a new port
+curl -fsS -o /dev/null -D "$WORK/h3" "$url"
+grep -qi '^x-thumbd-cache: hit' "$WORK/h3" || fail "no hit after restart"
+kill -INT "$THUMBD_PID"
+wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGINT"
