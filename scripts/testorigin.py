@@ -30,6 +30,7 @@ LOCK = threading.Lock()
 REQUESTS = {}
 ABORTED = {}
 ORDER = []
+ANSWERED = {}
 GATES = {}
 
 
@@ -95,6 +96,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if length:
             self.wfile.write(body)
+            self.wfile.flush()
+            with LOCK:
+                ANSWERED[urlsplit(self.path).path] = time.monotonic()
         else:
             for i in range(0, len(body), 16384):
                 part = body[i:i + 16384]
@@ -110,7 +114,8 @@ class Handler(BaseHTTPRequestHandler):
         size = int(q.get("size", "12288"))
         if path == "/__stats":
             with LOCK:
-                body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER}).encode()
+                body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER,
+                                   "answered": ANSWERED}).encode()
             return self.send(200, body, "application/json")
         if path.startswith("/__release/"):
             gate(path[len("/__release/"):]).set()

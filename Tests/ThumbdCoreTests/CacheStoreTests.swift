@@ -18,7 +18,7 @@ struct CacheStoreTests {
 
     static func object(_ key: String, size: Int = 100, byte: UInt8 = 7) -> CachedObject {
         CachedObject(key: key, url: "http://example.org/\(key)", status: 200, contentType: "image/jpeg",
-                     body: [UInt8](repeating: byte, count: size), etag: "\"\(key)\"", upstreamETag: "\"up\"",
+                     body: Bytes([UInt8](repeating: byte, count: size)), etag: "\"\(key)\"", upstreamETag: "\"up\"",
                      lastModified: "Tue, 14 Nov 2023 22:13:20 GMT", fetchedAt: 1, expiresAt: 2)
     }
 
@@ -29,7 +29,7 @@ struct CacheStoreTests {
             try await store.insert(Self.object("a"))
             #expect(try store.lookup("a") == Self.object("a"))
             try await store.insert(Self.object("a", size: 50, byte: 9))
-            #expect(try store.lookup("a")?.body == [UInt8](repeating: 9, count: 50))
+            #expect(try store.lookup("a")?.body.array == [UInt8](repeating: 9, count: 50))
             #expect(store.statistics() == .init(objects: 1, bytes: 50, evictions: 0))
             store.close()
             let reopened = try CacheStore(configuration: configuration)
@@ -59,6 +59,29 @@ struct CacheStoreTests {
             #expect(statistics.bytes <= 1 << 20)
             #expect(statistics.evictions >= 1)
         }
+    }
+
+    @Test("the memory layer never brings back what was purged, and never holds a replaced version")
+    func memoryLayer() async throws {
+        try await Self.withStore { store, _ in
+            try await store.insert(Self.object("m", byte: 1))
+            #expect(try store.lookup("m")?.body.array.first == 1)  // served from memory now
+            try await store.insert(Self.object("m", byte: 2))
+            #expect(try store.lookup("m")?.body.array.first == 2)
+            #expect(try store.purge("m") == 1)
+            #expect(try store.lookup("m") == nil)
+        }
+        let hot = HotCache(capacityBytes: 1000)
+        let epoch = hot.epoch
+        hot.remove(["x"])  // something was removed while a reader was reading
+        hot.fill(Self.object("x", size: 10), readAt: epoch)
+        #expect(hot.get("x") == nil)
+        hot.fill(Self.object("x", size: 10), readAt: hot.epoch)
+        #expect(hot.get("x") != nil)
+        hot.fill(Self.object("big", size: 100), readAt: hot.epoch)  // over 1/16 of the capacity
+        #expect(hot.get("big") == nil)
+        for index in 0..<20 { hot.put(Self.object("k\(index)", size: 60)) }
+        #expect((0..<20).filter { hot.get("k\($0)") != nil }.count <= 16)
     }
 
     @Test("purge removes one key or everything")

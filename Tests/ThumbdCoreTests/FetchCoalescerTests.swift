@@ -15,7 +15,7 @@ struct FetchCoalescerTests {
     }
 
     func object(_ key: String) -> CachedObject {
-        CachedObject(key: key, url: key, status: 200, contentType: "image/png", body: [1], etag: "\"e\"", fetchedAt: 0, expiresAt: 1)
+        CachedObject(key: key, url: key, status: 200, contentType: "image/png", body: Bytes([1]), etag: "\"e\"", fetchedAt: 0, expiresAt: 1)
     }
 
     @Test("the first asker leads, later ones follow, and all get the outcome with their role")

@@ -12,8 +12,10 @@ public struct ServerConfiguration: Sendable {
     public var listenBacklog = 4096
     /// `server.idleTimeoutSeconds`: an idle keep-alive connection is closed after this.
     public var idleTimeoutSeconds = 60
-    /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414.
-    public var maxRequestBytes = 32 * 1024
+    /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414. It is also
+    /// libmicrohttpd's per-connection memory pool, which it zeroes for every request, so
+    /// bigger is slower.
+    public var maxRequestBytes = 16 * 1024
     /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
     public var shutdownGraceSeconds = 5.0
 

@@ -10,6 +10,9 @@ public struct StoreConfiguration: Sendable {
     public var defaultTTLSeconds = 86_400
     /// `store.maxTTLSeconds`: an origin's max-age is capped at this.
     public var maxTTLSeconds = 30 * 86_400
+    /// `store.memoryBytes`: recently served objects also kept in memory, in front of SQLite
+    /// (0 turns it off). Objects larger than 1/16 of it are never kept there.
+    public var memoryBytes = 64 << 20
     /// `store.negativeTTLSeconds`: how long an upstream 404/410 is remembered.
     public var negativeTTLSeconds = 60
     /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
@@ -23,6 +26,7 @@ public struct StoreConfiguration: Sendable {
         maxBytes = Int64(try r.int("maxBytes", Int(maxBytes)))
         defaultTTLSeconds = try r.int("defaultTTLSeconds", defaultTTLSeconds)
         maxTTLSeconds = try r.int("maxTTLSeconds", maxTTLSeconds)
+        memoryBytes = try r.int("memoryBytes", memoryBytes)
         negativeTTLSeconds = try r.int("negativeTTLSeconds", negativeTTLSeconds)
         accessFlushMilliseconds = try r.int("accessFlushMilliseconds", accessFlushMilliseconds)
         try validate()
@@ -33,6 +37,7 @@ public struct StoreConfiguration: Sendable {
         try require(maxBytes >= 1 << 20, "store.maxBytes", "must be at least 1 MiB")
         try require(defaultTTLSeconds >= 0, "store.defaultTTLSeconds", "must not be negative")
         try require(maxTTLSeconds >= defaultTTLSeconds, "store.maxTTLSeconds", "must be at least store.defaultTTLSeconds")
+        try require(memoryBytes >= 0, "store.memoryBytes", "must not be negative")
         try require(negativeTTLSeconds >= 0, "store.negativeTTLSeconds", "must not be negative")
         try require(accessFlushMilliseconds >= 10, "store.accessFlushMilliseconds", "must be at least 10")
     }

@@ -13,8 +13,8 @@ public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(status) \(code): \(message)" }
 
-    public var jsonBody: [UInt8] {
-        Array("{\"error\":\(JSONText.quote(code)),\"message\":\(JSONText.quote(message))}\n".utf8)
+    public var jsonBody: Bytes {
+        Bytes("{\"error\":\(JSONText.quote(code)),\"message\":\(JSONText.quote(message))}\n")
     }
 
     // 400

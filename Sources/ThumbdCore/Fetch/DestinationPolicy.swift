@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Decides which upstream URLs thumbd may fetch: http(s) only, no credentials, an optional
 /// host allow list, and no private/loopback/link-local/multicast addresses unless allowed.
@@ -22,7 +23,19 @@ public struct DestinationPolicy: Sendable {
         public var host: String
     }
 
+    /// Validation results for recently seen raw URLs. Parsing with URLComponents (IDNA
+    /// included) was half of the handler's time on a hot hit; the policy is immutable, so
+    /// an accepted URL stays accepted. Bounded: cleared when full.
+    private let memo = ValidationMemo()
+
     public func validate(_ raw: String?) throws(ThumbdError) -> Destination {
+        if let raw, let known = memo.lookup(raw) { return known }
+        let destination = try validateUncached(raw)
+        memo.store(raw!, destination)
+        return destination
+    }
+
+    private func validateUncached(_ raw: String?) throws(ThumbdError) -> Destination {
         guard let raw, !raw.isEmpty else {
             throw .badRequest("missing_url", "the url parameter is required")
         }
@@ -76,6 +89,22 @@ public struct DestinationPolicy: Sendable {
 
     public func isAllowed(address: IPAddress) -> Bool {
         allowPrivateNetworks || address.isPublic
+    }
+}
+
+final class ValidationMemo: Sendable {
+    private let entries = Mutex<[String: DestinationPolicy.Destination]>([:])
+    private let capacity = 16_384
+
+    func lookup(_ raw: String) -> DestinationPolicy.Destination? {
+        entries.withLock { $0[raw] }
+    }
+
+    func store(_ raw: String, _ destination: DestinationPolicy.Destination) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[raw] = destination
+        }
     }
 }
 

@@ -19,7 +19,7 @@ public enum Priority: Int, Sendable, Comparable, CaseIterable {
 /// What an origin sent for a successful fetch.
 public struct UpstreamResponse: Sendable {
     public var status: Int
-    public var body: [UInt8]
+    public var body: Bytes
     /// Sniffed from the body, not taken from the origin's header.
     public var contentType: String
     public var etag: String?

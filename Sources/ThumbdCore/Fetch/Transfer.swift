@@ -170,7 +170,7 @@ final class Transfer {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
             }
             return .success(UpstreamResponse(
-                status: 200, body: body, contentType: type, etag: headers["etag"],
+                status: 200, body: Bytes(body), contentType: type, etag: headers["etag"],
                 lastModified: headers["last-modified"], cacheControl: headers["cache-control"],
                 expires: headers["expires"], date: headers["date"]))
         case CURLE_OPERATION_TIMEDOUT:

@@ -1,5 +1,6 @@
 /// A request as handlers see it: copied out of libmicrohttpd on its thread, so it can go
-/// anywhere. Header names are lower-case.
+/// anywhere. Header names are lower-case; only the headers in `ServerCore.headerNames`
+/// are copied (add a name there when a handler needs one more).
 public struct Request: Sendable {
     public var method: String
     public var path: String
@@ -17,16 +18,16 @@ public struct Request: Sendable {
 public struct Response: Sendable {
     public var status: Int
     public var headers: [(String, String)]
-    public var body: [UInt8]
+    public var body: Bytes
 
-    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+    public init(status: Int, headers: [(String, String)] = [], body: Bytes = .empty) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     public static func json(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
-        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(text.utf8))
+        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: Bytes(text))
     }
 
     public static func error(_ error: ThumbdError, headers: [(String, String)] = []) -> Response {

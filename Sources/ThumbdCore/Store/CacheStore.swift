@@ -22,11 +22,13 @@ public final class CacheStore: Sendable {
     private let readers = Mutex<[ReadConnection]>([])
     private let pendingAccess = Mutex<[String: Int64]>([:])
     private let closed = Mutex(false)
+    private let hot: HotCache
     private let logger: Logger
 
     public init(configuration: StoreConfiguration, logger: Logger = Logger(label: "thumbd.store")) throws {
         self.configuration = configuration
         self.logger = logger
+        self.hot = HotCache(capacityBytes: configuration.memoryBytes)
         let directory = (configuration.path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -54,11 +56,15 @@ public final class CacheStore: Sendable {
 
     // MARK: Reads (any thread)
 
-    /// Looks up `key` on a pooled read connection, without touching the writer.
+    /// Looks up `key` in memory, else on a pooled read connection; never touches the writer.
     public func lookup(_ key: String) throws -> CachedObject? {
+        if let object = hot.get(key) { return object }
+        let epoch = hot.epoch
         let reader = try checkoutReader()
         defer { checkin(reader) }
-        return try reader.lookup(key)
+        guard let object = try reader.lookup(key) else { return nil }
+        hot.fill(object, readAt: epoch)
+        return object
     }
 
     /// Remembers that `key` was served; written in batches for LRU ordering.
@@ -75,6 +81,7 @@ public final class CacheStore: Sendable {
         writerQueue.async { [self] in
             let result = Result { () throws -> Void in
                 try writer.insert(object, lastAccess: Self.nowMilliseconds())
+                hot.put(object)
                 try evictIfNeeded()
             }
             if case .failure(let error) = result {
@@ -92,7 +99,11 @@ public final class CacheStore: Sendable {
 
     /// Removes one key, or everything when `key` is nil. Returns how many objects went.
     public func purge(_ key: String?) throws -> Int {
-        try writerQueue.sync { try writer.purge(key) }
+        try writerQueue.sync {
+            let removed = try writer.purge(key)
+            if let key { hot.remove([key]) } else { hot.removeAll() }
+            return removed
+        }
     }
 
     public func statistics() -> Statistics {
@@ -157,7 +168,8 @@ public final class CacheStore: Sendable {
         flushAccessTimesOnWriter()  // so the LRU order reflects recent hits
         let target = configuration.maxBytes - configuration.maxBytes / 10
         let evicted = try writer.evict(downTo: target)
-        logger.debug("store.evicted", metadata: ["count": "\(evicted)", "bytes": "\(writer.totalBytes)"])
+        hot.remove(evicted)
+        logger.debug("store.evicted", metadata: ["count": "\(evicted.count)", "bytes": "\(writer.totalBytes)"])
     }
 
     static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -223,28 +235,28 @@ private final class WriterState: @unchecked Sendable {
 
     /// Deletes least recently used objects, oldest first, until the total is at most
     /// `target` bytes; no more than needed.
-    func evict(downTo target: Int64) throws -> Int {
-        var evicted = 0
+    func evict(downTo target: Int64) throws -> [String] {
+        var evicted: [String] = []
         while totalBytes > target {
-            let batch = try db.transaction { () throws -> (count: Int, bytes: Int64) in
-                let oldest = try db.cached("SELECT rowid, size FROM objects ORDER BY last_access LIMIT 64")
-                var victims: [(rowid: Int64, size: Int64)] = []
+            let batch = try db.transaction { () throws -> (keys: [String], bytes: Int64) in
+                let oldest = try db.cached("SELECT rowid, size, key FROM objects ORDER BY last_access LIMIT 64")
+                var victims: [(rowid: Int64, key: String)] = []
                 var freed: Int64 = 0
                 while freed < totalBytes - target, try oldest.step() {
-                    victims.append((oldest.int64(0), oldest.int64(1)))
+                    victims.append((oldest.int64(0), oldest.text(2) ?? ""))
                     freed += oldest.int64(1)
                 }
                 oldest.reset()
                 let delete = try db.cached("DELETE FROM objects WHERE rowid = ?")
                 for victim in victims { try delete.run([.integer(victim.rowid)]) }
-                return (victims.count, freed)
+                return (victims.map(\.key), freed)
             }
-            if batch.count == 0 { break }
+            if batch.keys.isEmpty { break }
             totalBytes -= batch.bytes
-            objectCount -= batch.count
-            evicted += batch.count
+            objectCount -= batch.keys.count
+            evicted += batch.keys
         }
-        evictions += evicted
+        evictions += evicted.count
         return evicted
     }
 
@@ -274,6 +286,14 @@ private final class ReadConnection: @unchecked Sendable {
 
     init(path: String) throws {
         db = try Connection(path: path, readOnly: true)
+        do {
+            // Hits read blobs through a memory map instead of pread() into a small private
+            // page cache: with many distinct hot objects this was the cost of a hit.
+            try db.execute("PRAGMA mmap_size = 1073741824")
+        } catch {
+            db.close()
+            throw error
+        }
     }
 
     func lookup(_ key: String) throws -> CachedObject? {

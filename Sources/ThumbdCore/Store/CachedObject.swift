@@ -4,7 +4,7 @@ public struct CachedObject: Sendable, Equatable {
     public var url: String
     public var status: Int
     public var contentType: String
-    public var body: [UInt8]
+    public var body: Bytes
     /// Strong ETag, quoted, derived from the body.
     public var etag: String
     public var upstreamETag: String?
@@ -14,7 +14,7 @@ public struct CachedObject: Sendable, Equatable {
     public var expiresAt: Int64
 
     public init(
-        key: String, url: String, status: Int, contentType: String, body: [UInt8], etag: String,
+        key: String, url: String, status: Int, contentType: String, body: Bytes, etag: String,
         upstreamETag: String? = nil, lastModified: String? = nil, fetchedAt: Int64, expiresAt: Int64
     ) {
         self.key = key

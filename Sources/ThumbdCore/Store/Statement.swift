@@ -66,10 +66,10 @@ final class Statement {
     func text(_ column: Int32) -> String? {
         sqlite3_column_text(handle, column).map { String(cString: $0) }
     }
-    func blob(_ column: Int32) -> [UInt8] {
+    func blob(_ column: Int32) -> Bytes {
         let count = Int(sqlite3_column_bytes(handle, column))
-        guard count > 0, let base = sqlite3_column_blob(handle, column) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: base, count: count))
+        guard count > 0, let base = sqlite3_column_blob(handle, column) else { return .empty }
+        return Bytes(copying: UnsafeRawBufferPointer(start: base, count: count))
     }
 }
 
@@ -77,7 +77,7 @@ enum SQLiteValue {
     case null
     case integer(Int64)
     case text(String)
-    case blob([UInt8])
+    case blob(Bytes)
 }
 
 @available(*, unavailable)

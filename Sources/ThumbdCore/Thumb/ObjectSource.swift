@@ -79,7 +79,7 @@ final class ObjectSource: Sendable {
             }
         case .failure(let error) where error.status == 404 || error.status == 410:
             let negative = CachedObject(
-                key: key, url: url, status: error.status, contentType: "application/json", body: [],
+                key: key, url: url, status: error.status, contentType: "application/json", body: .empty,
                 etag: "\"\(error.status)\"", fetchedAt: now,
                 expiresAt: now + Int64(configuration.store.negativeTTLSeconds))
             store.insert(negative) { [coalescer] _ in coalescer.complete(key: key, job: job, with: .failure(error)) }
@@ -94,8 +94,8 @@ final class ObjectSource: Sendable {
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     /// A strong validator: 128 bits of the body's SHA-256.
-    static func etag(of body: [UInt8]) -> String {
-        let digest = SHA256.hash(data: body)
+    static func etag(of body: Bytes) -> String {
+        let digest = body.withUnsafeBytes { SHA256.hash(data: $0) }
         return "\"" + digest.prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
     }
 }

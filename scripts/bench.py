@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""Runs the scenarios of scripts/bench against thumbd and nginx in one run.
+
+Both proxies sit in front of the same origin (scripts/testorigin.py). nginx gets the
+configuration its users would write for this job: proxy_cache, proxy_cache_lock on,
+upstream keep-alive, access_log off. Hot figures are the median of several wrk rounds.
+"""
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("nothing listens on %d" % port)
+
+
+class Origin:
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "testorigin.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def stats(self):
+        with urllib.request.urlopen(self.url("/__stats")) as r:
+            return json.load(r)
+
+    def release(self, gate):
+        urllib.request.urlopen(self.url("/__release/" + gate)).read()
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Thumbd:
+    name = "thumbd"
+
+    def __init__(self, binary, origin, work):
+        self.port = free_port()
+        self.origin = origin
+        env = dict(os.environ,
+                   THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true",
+                   # All bench URLs share one host; nginx has no per-host limit either.
+                   THUMBD_UPSTREAM_MAX_PER_HOST="256", THUMBD_UPSTREAM_MAX_CONCURRENT="256",
+                   THUMBD_LOG_LEVEL="warning")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", os.path.join(work, "thumbd.sqlite")],
+            env=env, stdout=subprocess.DEVNULL)
+        wait_port(self.port)
+        self.pids = [self.proc.pid]
+
+    def path(self, origin_path):
+        return "/thumb?url=" + urllib.parse.quote(self.origin.url(origin_path), safe="")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+NGINX_CONF = """
+worker_processes 2;
+pid {work}/nginx.pid;
+error_log {work}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    proxy_cache_path {work}/cache levels=1:2 keys_zone=thumbs:64m max_size=1g inactive=1d use_temp_path=off;
+    upstream origin {{ server 127.0.0.1:{origin}; keepalive 64; }}
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache thumbs;
+            proxy_cache_key $request_uri;
+            proxy_cache_valid 200 1d;
+            proxy_cache_lock on;
+            proxy_cache_lock_timeout 30s;
+            proxy_cache_lock_age 30s;
+            proxy_read_timeout 60s;
+            add_header X-Cache $upstream_cache_status;
+        }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    name = "nginx"
+
+    def __init__(self, origin, work):
+        self.port = free_port()
+        self.origin = origin
+        self.work = os.path.join(work, "nginx")
+        os.makedirs(self.work)
+        # As root, nginx's workers run as www-data: they must be able to write the cache here.
+        os.chmod(work, 0o755)
+        os.chmod(self.work, 0o777)
+        conf = os.path.join(self.work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(work=self.work, origin=origin.port, port=self.port))
+        self.proc = subprocess.Popen([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", self.work,
+                                      "-g", "daemon off;"], stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+        time.sleep(0.2)
+        self.pids = [self.proc.pid] + children(self.proc.pid)
+
+    def path(self, origin_path):
+        return origin_path
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        self.proc.wait(timeout=30)
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def proc_status(pids):
+    """Sum of threads and RSS (MB) over the given processes."""
+    threads, rss = 0, 0
+    for pid in pids:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    threads += int(line.split()[1])
+                elif line.startswith("VmRSS:"):
+                    rss += int(line.split()[1])
+    return threads, rss / 1024.0
+
+
+def cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+# ---------------------------------------------------------------- HTTP client (asyncio)
+
+async def get(port, path, connect_only=None):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path).encode())
+    await writer.drain()
+    if connect_only is not None:
+        connect_only.set_result((reader, writer)) if not connect_only.done() else None
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    body = await reader.readexactly(int(length.group(1))) if length else await reader.read()
+    writer.close()
+    return status, len(body)
+
+
+async def timed_get(port, path):
+    start = time.monotonic()
+    try:
+        status, _ = await get(port, path)
+    except Exception:
+        status = 0
+    return status, start, time.monotonic()
+
+
+async def warm(port, paths, concurrency=50):
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(path):
+        async with semaphore:
+            return (await get(port, path))[0]
+    statuses = await asyncio.gather(*(one(p) for p in paths))
+    bad = [s for s in statuses if s != 200]
+    if bad:
+        raise RuntimeError("warm-up on :%d got %s" % (port, sorted(set(bad))))
+
+
+# ---------------------------------------------------------------- scenarios
+
+def wrk(port, paths, seconds, work):
+    script = os.path.join(work, "paths.lua")
+    listing = os.path.join(work, "paths.txt")
+    with open(listing, "w") as f:
+        f.write("\n".join(paths) + "\n")
+    with open(script, "w") as f:
+        f.write('local paths = {}\nfor line in io.lines("%s") do paths[#paths + 1] = line end\n'
+                'local i = 0\nrequest = function()\n  i = i %% #paths + 1\n'
+                '  return wrk.format("GET", paths[i])\nend\n' % listing)
+    out = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "--latency", "-s", script,
+                          "http://127.0.0.1:%d" % port], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def latency(pct):
+        m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % pct, out, re.M)
+        value, unit = float(m.group(1)), m.group(2)
+        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: .*", out)
+    if errors or socket_errors:
+        print("   wrk reported: %s %s" % (errors.group(0) if errors else "", socket_errors.group(0) if socket_errors else ""),
+              file=sys.stderr)
+    return rps, latency(50), latency(99)
+
+
+def hot(servers, origin, count, seconds, rounds, work, label):
+    paths = ["/img/hot-%s-%d.jpg" % (label, i) for i in range(count)]
+    results = {}
+    for server in servers:
+        asyncio.run(warm(server.port, [server.path(p) for p in paths]))
+        results[server.name] = []
+    for _ in range(rounds):  # interleaved, so both see the same noise
+        for server in servers:
+            results[server.name].append(wrk(server.port, [server.path(p) for p in paths], seconds, work))
+    return {name: tuple(statistics.median(r[i] for r in runs) for i in range(3)) for name, runs in results.items()}
+
+
+def cold_coalesce(server, origin, clients=200, delay_ms=200):
+    origin_path = "/img/coalesce-%s.jpg" % server.name
+    path = server.path(origin_path + "?delay=%d" % delay_ms)
+    if server.name == "nginx":
+        path = origin_path + "?delay=%d" % delay_ms
+
+    async def run():
+        return await asyncio.gather(*(timed_get(server.port, path) for _ in range(clients)))
+    results = asyncio.run(run())
+    stats = origin.stats()
+    answered = stats["answered"][origin_path]
+    latencies = sorted((end - start) * 1000 for _, start, end in results)
+    after_origin = max(end for _, _, end in results) - answered
+    ok = sum(1 for status, _, _ in results if status == 200)
+    return {
+        "origin requests": stats["requests"][origin_path],
+        "ok": ok,
+        "p50 ms": statistics.median(latencies),
+        "p99 ms": latencies[int(len(latencies) * 0.99) - 1],
+        "max ms": latencies[-1],
+        "last answer after origin ms": after_origin * 1000,
+    }
+
+
+def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50):
+    paths = [server.path("/img/fan-%s-%d.jpg?delay=%d" % (server.name, i, delay_ms)) for i in range(urls)]
+
+    async def run():
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(path):
+            async with semaphore:
+                return await timed_get(server.port, path)
+        start = time.monotonic()
+        results = await asyncio.gather(*(one(p) for p in paths))
+        return time.monotonic() - start, results
+    wall, results = asyncio.run(run())
+    return {"wall ms": wall * 1000, "errors": sum(1 for s, _, _ in results if s != 200)}
+
+
+def held_clients(server, origin, clients=1000):
+    gate = "held-%s" % server.name
+    path = server.path("/gate/" + gate)
+    before_cpu = None
+
+    async def run():
+        nonlocal before_cpu
+        tasks = []
+        sent = []
+        for _ in range(clients):
+            fut = asyncio.get_running_loop().create_future()
+            tasks.append(asyncio.ensure_future(get(server.port, path, connect_only=fut)))
+            sent.append(fut)
+        await asyncio.wait_for(asyncio.gather(*sent), 30)
+        await asyncio.sleep(2.0)  # let every request reach its wait
+        pids = server.pids
+        threads, rss = proc_status(pids)
+        before_cpu = cpu_seconds(pids)
+        await asyncio.sleep(3.0)
+        idle_cpu = (cpu_seconds(pids) - before_cpu) / 3.0 * 100
+        await asyncio.get_running_loop().run_in_executor(None, origin.release, gate)
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
+        ok = sum(1 for r in results if not isinstance(r, Exception) and r[0] == 200)
+        return threads, rss, idle_cpu, ok
+    threads, rss, idle_cpu, ok = asyncio.run(run())
+    return {"threads": threads, "RSS MB": rss, "CPU % while waiting": idle_cpu, "answered 200": ok}
+
+
+# ---------------------------------------------------------------- main
+
+def ratio(a, b):
+    return "%.2f" % (a / b) if b else "-"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--thumbd", required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    seconds, rounds = (4, 1) if args.quick else (8, 3)
+    work = tempfile.mkdtemp(prefix="thumbd-bench-")
+    origin = Origin()
+    servers = []
+    rows = []
+    try:
+        servers = [Thumbd(os.path.abspath(args.thumbd), origin, work), Nginx(origin, work)]
+        print("bench: origin :%d, thumbd :%d, nginx :%d; wrk -t1 -c64 %ds x %d rounds" %
+              (origin.port, servers[0].port, servers[1].port, seconds, rounds), file=sys.stderr)
+        for label, count in (("1 URL", 1), ("1000 URLs", 1000)):
+            print("bench: hot hit, %s" % label, file=sys.stderr)
+            result = hot(servers, origin, count, seconds, rounds, work, label.split()[0])
+            t, n = result["thumbd"], result["nginx"]
+            rows.append(("hot hit, %s" % label, "req/s", t[0], n[0]))
+            rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
+            rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
+        print("bench: cold coalesce", file=sys.stderr)
+        t, n = cold_coalesce(servers[0], origin), cold_coalesce(servers[1], origin)
+        for key in t:
+            rows.append(("cold coalesce, 200 clients, origin 200 ms", key, t[key], n[key]))
+        print("bench: cold fan-out", file=sys.stderr)
+        t, n = cold_fanout(servers[0], origin), cold_fanout(servers[1], origin)
+        for key in t:
+            rows.append(("cold fan-out, 500 URLs, c=100, origin 50 ms", key, t[key], n[key]))
+        rows.append(("cold fan-out, 500 URLs, c=100, origin 50 ms", "ideal ms (50 x 5)", 250, 250))
+        print("bench: 1000 waiting clients", file=sys.stderr)
+        t, n = held_clients(servers[0], origin), held_clients(servers[1], origin)
+        for key in t:
+            rows.append(("1000 clients waiting on a slow origin", key, t[key], n[key]))
+    finally:
+        for server in servers:
+            try:
+                server.stop()
+            except Exception as error:  # report, but keep stopping the others
+                print("bench: stopping %s: %s" % (server.name, error), file=sys.stderr)
+        origin.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    def fmt(v):
+        return ("%.0f" % v if abs(v) >= 100 else "%.2f" % v) if isinstance(v, float) else str(v)
+    print("| scenario | metric | thumbd | nginx | thumbd/nginx |")
+    print("|---|---|---:|---:|---:|")
+    for scenario, metric, t, n in rows:
+        print("| %s | %s | %s | %s | %s |" % (scenario, metric, fmt(t), fmt(n), ratio(t, n)))
+    print("\n%s, %d cores, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(),
+                                   subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()))
+
+
+if __name__ == "__main__":
+    main()
