@@ -153,7 +153,7 @@ final class ServerCore: Sendable {
     // MARK: Called on MHD threads
 
     func access(
-        _ connection: OpaquePointer, url: String, method: String,
+        _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
         uploadSize: UnsafeMutablePointer<Int>, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let pointer = slot.pointee else {
@@ -170,26 +170,25 @@ final class ServerCore: Sendable {
         }
         if context.start() {
             let request = Request(
-                method: method, path: url,
+                method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.values(connection, kind: .GET_ARGUMENT_KIND, lowercased: false),
                 headers: Self.headers(connection))
             switch handler.handle(request, context: context) {
             case .response(let response):
-                return Self.queue(response, on: connection, method: method)
+                return Self.queue(response, on: connection)
             case .suspend:
                 switch context.suspend() {
                 case .suspended: return .YES
                 case .alreadyAnswered: break
-                case .refused: return Self.queue(.error(.shuttingDown), on: connection, method: method)
+                case .refused: return Self.queue(.error(.shuttingDown), on: connection)
                 }
             }
         }
         if let response = context.takeResponse() {
-            return Self.queue(response, on: connection, method: method)
+            return Self.queue(response, on: connection)
         }
-        logger.error("server.access called again without a response", metadata: ["http.path": "\(url)"])
-        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")),
-                          on: connection, method: method)
+        logger.error("server.access called again without a response")
+        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection)
     }
 
     func completed(_ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
@@ -199,7 +198,7 @@ final class ServerCore: Sendable {
         counts.withLock { $0.active -= 1 }
     }
 
-    private static func queue(_ response: Response, on connection: OpaquePointer, method: String) -> MHD_Result {
+    private static func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
         // No copy: MHD sends from the body's own memory and releases our retain when done.
         let body = Unmanaged.passRetained(response.body)
         guard let mhdResponse = MHD_create_response_from_buffer_with_free_callback_cls(
@@ -256,9 +255,7 @@ private final class ValueCollector {
 
 private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, _, uploadSize, slot in
     let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-    return core.access(
-        connection!, url: url.map { String(cString: $0) } ?? "/", method: method.map { String(cString: $0) } ?? "GET",
-        uploadSize: uploadSize!, slot: slot!)
+    return core.access(connection!, url: url, method: method, uploadSize: uploadSize!, slot: slot!)
 }
 
 /// Frees a response body handed to MHD: the one retain taken in `queue`.

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The origin for scripts/bench: one asyncio event loop, keep-alive, no thread per
+connection, so that it is not the bottleneck of the proxies it measures (the test origin,
+scripts/testorigin.py, spawns a thread per connection and could not serve 100 concurrent
+delayed requests at the rate the fan-out scenario needs).
+
+    /img/NAME?delay=MS&size=N   an image after MS milliseconds (asyncio.sleep)
+    /gate/NAME                  waits until GET /__release/NAME
+    /__stats                    {"requests": {path: n}, "answered": {path: monotonic seconds}}
+
+Prints "PORT <n>"; exits when stdin closes.
+"""
+import asyncio
+import json
+import sys
+import time
+from urllib.parse import parse_qs, urlsplit
+
+REQUESTS, ANSWERED, GATES = {}, {}, {}
+BODIES = {}
+
+
+def body_of(size):
+    if size not in BODIES:
+        BODIES[size] = (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * (size // 256 + 1))[:size]
+    return BODIES[size]
+
+
+def gate(name):
+    return GATES.setdefault(name, asyncio.Event())
+
+
+async def respond(writer, status, body, ctype):
+    writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (status, ctype, len(body)) + body)
+    await writer.drain()
+
+
+async def handle(reader, writer):
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            target = head.split(b" ", 2)[1].decode()
+            url = urlsplit(target)
+            path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
+            if path == "/__stats":
+                await respond(writer, 200, json.dumps({"requests": REQUESTS, "answered": ANSWERED}).encode(), b"application/json")
+                continue
+            if path.startswith("/__release/"):
+                gate(path[len("/__release/"):]).set()
+                await respond(writer, 200, b"released\n", b"text/plain")
+                continue
+            REQUESTS[path] = REQUESTS.get(path, 0) + 1
+            if path.startswith("/gate/"):
+                await gate(path[len("/gate/"):]).wait()
+            elif "delay" in q:
+                await asyncio.sleep(int(q["delay"]) / 1000.0)
+            await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg")
+            ANSWERED[path] = time.monotonic()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+    print("PORT %d" % server.sockets[0].getsockname()[1], flush=True)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.read)  # the parent closing stdin stops us
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
