@@ -139,8 +139,11 @@ class Nginx:
         self.proc = subprocess.Popen([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", self.work,
                                       "-g", "daemon off;"], stderr=subprocess.DEVNULL)
         wait_port(self.port)
-        time.sleep(0.2)
-        self.pids = [self.proc.pid] + children(self.proc.pid)
+
+    @property
+    def pids(self):
+        # Read at measurement time: the cache loader exits a minute after start.
+        return [self.proc.pid] + children(self.proc.pid)
 
     def path(self, origin_path):
         return origin_path
@@ -173,6 +176,8 @@ def proc_status(pids):
     """Sum of threads and RSS (MB) over the given processes."""
     threads, rss = 0, 0
     for pid in pids:
+        if not os.path.exists("/proc/%d/status" % pid):
+            continue
         with open("/proc/%d/status" % pid) as f:
             for line in f:
                 if line.startswith("Threads:"):
@@ -185,6 +190,8 @@ def proc_status(pids):
 def cpu_seconds(pids):
     total = 0
     for pid in pids:
+        if not os.path.exists("/proc/%d/stat" % pid):
+            continue
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
