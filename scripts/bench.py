@@ -326,19 +326,42 @@ def cold_coalesce(server, origin, clients=200, delay_ms=200):
 
 
 def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50):
+    """`urls` distinct cold URLs, `concurrency` in flight at a time (a new one starts as
+    soon as one finishes); plain sockets and epoll, like `burst`."""
+    import selectors
     paths = [server.path("/img/fan-%s-%d.jpg?delay=%d" % (server.name, i, delay_ms)) for i in range(urls)]
+    selector = selectors.DefaultSelector()
+    pending = list(reversed(paths))
+    state = {}
+    errors = 0
 
-    async def run():
-        semaphore = asyncio.Semaphore(concurrency)
-
-        async def one(path):
-            async with semaphore:
-                return await timed_get(server.port, path)
-        start = time.monotonic()
-        results = await asyncio.gather(*(one(p) for p in paths))
-        return time.monotonic() - start, results
-    wall, results = asyncio.run(run())
-    return {"wall ms": wall * 1000, "errors": sum(1 for s, _, _ in results if s != 200)}
+    def start_one():
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % pending.pop()).encode())
+        sock.setblocking(False)
+        state[sock] = bytearray()
+        selector.register(sock, selectors.EVENT_READ)
+    began = time.monotonic()
+    while pending and len(state) < concurrency:
+        start_one()
+    deadline = time.monotonic() + 120
+    while state and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1):
+            sock = key.fileobj
+            chunk = sock.recv(262144)
+            buffer = state[sock]
+            buffer += chunk
+            end = buffer.find(b"\r\n\r\n")
+            length = re.search(rb"(?i)content-length:\s*(\d+)", buffer[:end]) if end >= 0 else None
+            if not chunk or (length and len(buffer) >= end + 4 + int(length.group(1))):
+                if not buffer.startswith(b"HTTP/1.1 200"):
+                    errors += 1
+                selector.unregister(sock)
+                sock.close()
+                del state[sock]
+                if pending:
+                    start_one()
+    return {"wall ms": (time.monotonic() - began) * 1000, "errors": errors + len(state) + len(pending)}
 
 
 def held_clients(server, origin, clients=1000):

@@ -85,3 +85,21 @@ struct ErrorTests {
         #expect(try await blocking { try queued.read() }.status == 200)
     }
 }
+
+@Suite("Requests the server cannot take")
+struct OversizeTests {
+    @Test("an over-long request line is refused with a 4xx and the daemon stays up")
+    func longRequestLine() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon()
+        defer { daemon.remove(); origin.stop() }
+        let huge = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 40_000))
+        let refused = try await request(daemon.port, huge)
+        #expect((400..<500).contains(refused.status))
+        let tooLongURL = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 5_000))
+        let rejected = try await request(daemon.port, tooLongURL)
+        #expect(rejected.status == 400)
+        #expect(rejected.errorCode == "url_too_long")
+        #expect(try await request(daemon.port, origin.thumb("/img/a.jpg")).status == 200)
+    }
+}
