@@ -54,6 +54,26 @@ struct FetchCoalescerTests {
         #expect(coalescer.inFlightCount == 1)
     }
 
+    @Test("a kept flight answers newcomers at once until it is released")
+    func keptFlight() throws {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: true)
+        let log = Log()
+        let first = coalescer.join(key: "k", priority: .normal, waiter: { _, role in log.add("first:\(role)") }) { job() }
+        let running = try #require(first.job)
+        coalescer.complete(key: "k", job: running, with: .success(object("k")), keep: true)
+        #expect(log.all == ["first:leader"])
+        let late = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("late waited") }) { job() }
+        #expect(late.role == .follower && late.job == nil)
+        #expect((try? late.ready?.get()) == object("k"))
+        #expect(coalescer.leave(first.ticket) == nil)  // nothing left to cancel
+        coalescer.complete(key: "k", job: running, with: .failure(.cancelled))  // a second completion is ignored
+        coalescer.release(key: "k", job: running)
+        #expect(coalescer.inFlightCount == 0)
+        let next = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        #expect(next.role == .leader)
+        #expect(log.all == ["first:leader"])
+    }
+
     @Test("a completion from an abandoned job does not touch the flight that replaced it")
     func staleCompletion() throws {
         let coalescer = FetchCoalescer(abortWhenAbandoned: true)

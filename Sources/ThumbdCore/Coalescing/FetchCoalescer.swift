@@ -4,6 +4,11 @@ import Synchronization
 /// (`leader`: its response says `miss`); later askers join its waiting list (`follower`:
 /// `coalesced`). All get the same outcome. Waiters are picked under the lock and called
 /// after it is released (Varnish's two-phase rush), so a waiter can never deadlock the map.
+///
+/// A flight can be completed while it is kept (`complete(…, keep: true)`): its waiters are
+/// answered at once, and askers arriving before `release` get the outcome without waiting
+/// (`Joined.ready`). That lets the store commit happen off the clients' critical path
+/// without opening a window for a second fetch.
 public final class FetchCoalescer: Sendable {
     public typealias Outcome = Result<CachedObject, ThumbdError>
     public typealias Waiter = @Sendable (Outcome, Role) -> Void
@@ -21,12 +26,15 @@ public final class FetchCoalescer: Sendable {
         public let role: Role
         /// Set for the leader only: the job it must submit.
         public let job: FetchJob?
+        /// Set when the flight had already finished: answer with this, do not wait.
+        public let ready: Outcome?
     }
 
     private struct Flight {
         let job: FetchJob
         let leader: UInt64
         var waiters: [UInt64: Waiter] = [:]
+        var outcome: Outcome?
     }
 
     private struct State {
@@ -49,14 +57,17 @@ public final class FetchCoalescer: Sendable {
             let token = state.nextToken
             let ticket = Ticket(key: key, token: token)
             if var flight = state.flights[key] {
+                if let outcome = flight.outcome {
+                    return Joined(ticket: ticket, role: .follower, job: nil, ready: outcome)
+                }
                 flight.waiters[token] = waiter
                 state.flights[key] = flight
                 flight.job.raisePriority(to: priority)  // a queued fetch takes its highest waiter's priority
-                return Joined(ticket: ticket, role: .follower, job: nil)
+                return Joined(ticket: ticket, role: .follower, job: nil, ready: nil)
             }
             let job = makeJob()
             state.flights[key] = Flight(job: job, leader: token, waiters: [token: waiter])
-            return Joined(ticket: ticket, role: .leader, job: job)
+            return Joined(ticket: ticket, role: .leader, job: job, ready: nil)
         }
     }
 
@@ -64,7 +75,7 @@ public final class FetchCoalescer: Sendable {
     /// job to cancel when that was the last waiter and abandoned fetches are aborted.
     public func leave(_ ticket: Ticket) -> FetchJob? {
         state.withLock { state -> FetchJob? in
-            guard var flight = state.flights[ticket.key],
+            guard var flight = state.flights[ticket.key], flight.outcome == nil,
                   flight.waiters.removeValue(forKey: ticket.token) != nil
             else { return nil }
             if flight.waiters.isEmpty && abortWhenAbandoned {
@@ -77,14 +88,29 @@ public final class FetchCoalescer: Sendable {
     }
 
     /// Delivers `outcome` to every waiter of the flight that `job` runs. A job whose flight
-    /// was already abandoned (or replaced) delivers nothing.
-    public func complete(key: String, job: FetchJob, with outcome: Outcome) {
+    /// was already abandoned (or replaced) delivers nothing. With `keep`, the flight stays,
+    /// answering newcomers at once, until `release`.
+    public func complete(key: String, job: FetchJob, with outcome: Outcome, keep: Bool = false) {
         let waiters = state.withLock { state -> [(Waiter, Role)] in
-            guard let flight = state.flights[key], flight.job === job else { return [] }
-            state.flights[key] = nil
-            return flight.waiters.map { token, waiter in (waiter, token == flight.leader ? .leader : .follower) }
+            guard var flight = state.flights[key], flight.job === job, flight.outcome == nil else { return [] }
+            let waiting = flight.waiters.map { token, waiter in (waiter, token == flight.leader ? Role.leader : .follower) }
+            if keep {
+                flight.outcome = outcome
+                flight.waiters.removeAll()
+                state.flights[key] = flight
+            } else {
+                state.flights[key] = nil
+            }
+            return waiting
         }
         for (waiter, role) in waiters { waiter(outcome, role) }
+    }
+
+    /// Ends a flight kept by `complete(…, keep: true)`.
+    public func release(key: String, job: FetchJob) {
+        state.withLock { state in
+            if let flight = state.flights[key], flight.job === job { state.flights[key] = nil }
+        }
     }
 
     /// The job in flight for `key`, if any.

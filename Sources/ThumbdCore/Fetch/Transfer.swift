@@ -49,7 +49,6 @@ final class Transfer {
         long(CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
         Curl.check(thumbd_curl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxObjectBytes)), "MAXFILESIZE")
         long(CURLOPT_HTTP_VERSION, thumbd_curl_http_version_2tls)
-        long(CURLOPT_PIPEWAIT, 1)  // prefer multiplexing on an HTTP/2 connection being set up
         string(CURLOPT_USERAGENT, c.userAgent)
         string(CURLOPT_ACCEPT_ENCODING, "identity")
         long(CURLOPT_NOPROGRESS, 0)

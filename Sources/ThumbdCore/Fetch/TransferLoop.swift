@@ -32,6 +32,7 @@ public final class TransferLoop: Sendable {
         self.multi = MultiHandle()
         let state = LoopState(multi: multi, configuration: configuration, policy: policy, logger: logger)
         let thread = Thread { [self] in
+            ThreadName.set("thumbd-fetch")
             state.onFinished = { [self] in outstanding.withLock { $0 -= 1 } }
             run(state)
             finished.signal()

@@ -23,6 +23,7 @@ final class DisconnectWatcher: Sendable {
         precondition(epoll >= 0 && wakeFD >= 0, "epoll/eventfd: \(String(cString: strerror(errno)))")
         precondition(thumbd_watch_add(epoll, wakeFD, 0, 0) == 0, "epoll_ctl: \(String(cString: strerror(errno)))")
         let thread = Thread { [self] in
+            ThreadName.set("thumbd-hangups")
             run()
             finished.signal()
         }

@@ -76,15 +76,18 @@ public final class CacheStore: Sendable {
     // MARK: Writes (serialized on the writer queue)
 
     /// Stores `object` (replacing any older copy) and evicts past the size limit, then calls
-    /// `completion` on the writer queue.
+    /// `completion` on the writer queue. The object is visible to `lookup` at once through
+    /// the memory layer (so the next request is a hit, not a second fetch); if the commit
+    /// fails it is taken out again.
     public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        hot.put(object)
         writerQueue.async { [self] in
             let result = Result { () throws -> Void in
                 try writer.insert(object, lastAccess: Self.nowMilliseconds())
-                hot.put(object)
                 try evictIfNeeded()
             }
             if case .failure(let error) = result {
+                hot.remove([object.key])
                 logger.error("store.insert failed", metadata: ["error": "\(error)", "cache.key": "\(object.key)"])
             }
             completion(result)

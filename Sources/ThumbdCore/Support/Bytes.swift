@@ -8,9 +8,14 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
 
     public static let empty = Bytes([])
 
-    public init(_ bytes: some Collection<UInt8>) {
-        storage = .allocate(byteCount: max(1, bytes.count), alignment: 16)
-        _ = storage.initializeMemory(as: UInt8.self, from: bytes)
+    public init(_ bytes: [UInt8]) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 16)
+        bytes.withUnsafeBytes { source in
+            if let base = source.baseAddress, source.count > 0 {
+                buffer.baseAddress!.copyMemory(from: base, byteCount: source.count)
+            }
+        }
+        storage = buffer
         count = bytes.count
     }
 

@@ -3,8 +3,9 @@ import Foundation
 import Logging
 
 /// Where a cached object comes from: the store, or one upstream fetch per key however many
-/// ask. On completion the object is stored first and the waiters are woken after the commit,
-/// so a request arriving in between joins the flight instead of starting a second fetch.
+/// ask. On completion the waiters are answered at once; the flight stays in the coalescer,
+/// answering newcomers, until the store has committed, so a request arriving in between
+/// never starts a second fetch and no client waits for SQLite.
 final class ObjectSource: Sendable {
     let store: CacheStore
     let coalescer: FetchCoalescer
@@ -42,7 +43,7 @@ final class ObjectSource: Sendable {
                 finish(job, key: key, url: destination.url, result: result)
             }
         }
-        guard let job = joined.job else { return joined }
+        guard let job = joined.job, joined.ready == nil else { return joined }
         // Re-check: a flight for this key may have committed between our lookup and our join.
         if let object = cached(key), object.isFresh(at: Self.now()) {
             coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
@@ -73,16 +74,20 @@ final class ObjectSource: Sendable {
                 coalescer.complete(key: key, job: job, with: .success(object))
                 return
             }
+            // Answer first, keeping the flight; `release` must come after `complete`, which
+            // is why the insert (whose completion releases) is submitted second.
+            coalescer.complete(key: key, job: job, with: .success(object), keep: true)
             store.insert(object) { [coalescer] _ in
-                // Served even if storing failed (logged by the store): the bytes are good.
-                coalescer.complete(key: key, job: job, with: .success(object))
+                // A failed insert is logged by the store; the next asker fetches again.
+                coalescer.release(key: key, job: job)
             }
         case .failure(let error) where error.status == 404 || error.status == 410:
             let negative = CachedObject(
                 key: key, url: url, status: error.status, contentType: "application/json", body: .empty,
                 etag: "\"\(error.status)\"", fetchedAt: now,
                 expiresAt: now + Int64(configuration.store.negativeTTLSeconds))
-            store.insert(negative) { [coalescer] _ in coalescer.complete(key: key, job: job, with: .failure(error)) }
+            coalescer.complete(key: key, job: job, with: .failure(error), keep: true)
+            store.insert(negative) { [coalescer] _ in coalescer.release(key: key, job: job) }
         case .failure(let error):
             if error != .cancelled {
                 logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)"])
@@ -96,6 +101,13 @@ final class ObjectSource: Sendable {
     /// A strong validator: 128 bits of the body's SHA-256.
     static func etag(of body: Bytes) -> String {
         let digest = body.withUnsafeBytes { SHA256.hash(data: $0) }
-        return "\"" + digest.prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = [UInt8(ascii: "\"")]
+        for byte in digest.prefix(16) {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0x0F)])
+        }
+        text.append(UInt8(ascii: "\""))
+        return String(decoding: text, as: UTF8.self)
     }
 }

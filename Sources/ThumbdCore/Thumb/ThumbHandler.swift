@@ -35,6 +35,9 @@ struct ThumbHandler: Sendable {
         let joined = source.fetch(thumb.destination, priority: thumb.priority) { [ifNoneMatch = thumb.ifNoneMatch] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder))
         }
+        if let ready = joined.ready {  // finished a moment ago, still being stored
+            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch, placeholder: placeholder))
+        }
         context.onClientGone { [source] in source.leave(joined.ticket) }
         return .suspend
     }
