@@ -28,6 +28,8 @@ public final class FetchCoalescer: Sendable {
         public let job: FetchJob?
         /// Set when the flight had already finished: answer with this, do not wait.
         public let ready: Outcome?
+        /// The job the flight runs (for progress), unless it had finished.
+        public let flight: FetchJob?
     }
 
     private struct Flight {
@@ -58,16 +60,16 @@ public final class FetchCoalescer: Sendable {
             let ticket = Ticket(key: key, token: token)
             if var flight = state.flights[key] {
                 if let outcome = flight.outcome {
-                    return Joined(ticket: ticket, role: .follower, job: nil, ready: outcome)
+                    return Joined(ticket: ticket, role: .follower, job: nil, ready: outcome, flight: nil)
                 }
                 flight.waiters[token] = waiter
                 state.flights[key] = flight
                 flight.job.raisePriority(to: priority)  // a queued fetch takes its highest waiter's priority
-                return Joined(ticket: ticket, role: .follower, job: nil, ready: nil)
+                return Joined(ticket: ticket, role: .follower, job: nil, ready: nil, flight: flight.job)
             }
             let job = makeJob()
             state.flights[key] = Flight(job: job, leader: token, waiters: [token: waiter])
-            return Joined(ticket: ticket, role: .leader, job: job, ready: nil)
+            return Joined(ticket: ticket, role: .leader, job: job, ready: nil, flight: job)
         }
     }
 

@@ -16,6 +16,8 @@ public struct ServerConfiguration: Sendable {
     /// libmicrohttpd's per-connection memory pool, which it zeroes for every request, so
     /// bigger is slower.
     public var maxRequestBytes = 16 * 1024
+    /// `server.maxBodyBytes`: a request body larger than this is refused with 413.
+    public var maxBodyBytes = 1 << 20
     /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
     public var shutdownGraceSeconds = 5.0
 
@@ -29,6 +31,7 @@ public struct ServerConfiguration: Sendable {
         listenBacklog = try r.int("listenBacklog", listenBacklog)
         idleTimeoutSeconds = try r.int("idleTimeoutSeconds", idleTimeoutSeconds)
         maxRequestBytes = try r.int("maxRequestBytes", maxRequestBytes)
+        maxBodyBytes = try r.int("maxBodyBytes", maxBodyBytes)
         shutdownGraceSeconds = try r.double("shutdownGraceSeconds", shutdownGraceSeconds)
         try validate()
     }
@@ -40,6 +43,7 @@ public struct ServerConfiguration: Sendable {
         try require(listenBacklog >= 1, "server.listenBacklog", "must be positive")
         try require(idleTimeoutSeconds >= 1, "server.idleTimeoutSeconds", "must be positive")
         try require(maxRequestBytes >= 4096, "server.maxRequestBytes", "must be at least 4096")
+        try require(maxBodyBytes >= 1024, "server.maxBodyBytes", "must be at least 1024")
         try require(shutdownGraceSeconds >= 0, "server.shutdownGraceSeconds", "must not be negative")
     }
 }

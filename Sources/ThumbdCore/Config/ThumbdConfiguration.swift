@@ -9,6 +9,7 @@ public struct ThumbdConfiguration: Sendable {
     public var server = ServerConfiguration()
     public var store = StoreConfiguration()
     public var upstream = UpstreamConfiguration()
+    public var batches = BatchConfiguration()
 
     public init() {}
 
@@ -16,6 +17,7 @@ public struct ThumbdConfiguration: Sendable {
         server = try ServerConfiguration(reader: reader)
         store = try StoreConfiguration(reader: reader)
         upstream = try UpstreamConfiguration(reader: reader)
+        batches = try BatchConfiguration(reader: reader)
     }
 
     /// Loads the file (if any), the environment and the flag overrides, in that order of

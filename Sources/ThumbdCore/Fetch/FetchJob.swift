@@ -49,6 +49,8 @@ public final class FetchJob: Sendable {
         var priority: Priority
         var progress = FetchProgress(received: 0, total: nil)
         var completed = false
+        var observers: [UInt64: @Sendable (FetchProgress) -> Void] = [:]
+        var nextObserver: UInt64 = 0
     }
 
     public init(
@@ -71,9 +73,26 @@ public final class FetchJob: Sendable {
         state.withLock { $0.priority = max($0.priority, priority) }
     }
 
+    /// Adds an observer of progress (a batch item waiting on this fetch); returns its token.
+    public func observeProgress(_ observer: @escaping @Sendable (FetchProgress) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextObserver += 1
+            state.observers[state.nextObserver] = observer
+            return state.nextObserver
+        }
+    }
+
+    public func stopObserving(_ token: UInt64) {
+        state.withLock { _ = $0.observers.removeValue(forKey: token) }
+    }
+
     func publishProgress(_ progress: FetchProgress) {
-        state.withLock { $0.progress = progress }
+        let observers = state.withLock { state in
+            state.progress = progress
+            return Array(state.observers.values)
+        }
         onProgress(progress)
+        for observer in observers { observer(progress) }
     }
 
     /// Delivers the outcome once; later calls are ignored.

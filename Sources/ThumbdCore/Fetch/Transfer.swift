@@ -115,7 +115,11 @@ final class Transfer {
 
     private func progress(received: Int64, total: Int64) -> Int32 {
         let next = FetchProgress(received: received, total: total > 0 ? total : nil)
-        guard next != lastProgress else { return 0 }
+        guard next != lastProgress, verdict == nil else { return 0 }
+        // Only the image's own bytes count: not a redirect's or an error page's.
+        if received > 0 || total > 0 {
+            guard responseCode == 200 else { return 0 }
+        }
         let now = ContinuousClock.now
         // A few updates a second at most, plus one as soon as the total becomes known.
         if now - lastProgressTime >= .milliseconds(100) || (lastProgress.total == nil && next.total != nil) {

@@ -18,7 +18,7 @@ public final class HTTPServer: Sendable {
                 logger: Logger = Logger(label: "thumbd.server")) throws {
         let address = try ListenAddress(parsing: configuration.listen)
         Self.raiseOpenFileLimit()
-        let core = ServerCore(handler: handler, logger: logger)
+        let core = ServerCore(handler: handler, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
         let retainedCore = Unmanaged.passRetained(core)  // released in stop(), after MHD has stopped
         let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
@@ -119,12 +119,16 @@ final class ServerCore: Sendable {
     let handler: any HTTPHandler
     let watcher = DisconnectWatcher()
     let logger: Logger
+    let maxBodyBytes: Int
     private let counts = Mutex<(refusing: Bool, suspended: Int, active: Int)>((false, 0, 0))
 
-    init(handler: any HTTPHandler, logger: Logger) {
+    init(handler: any HTTPHandler, maxBodyBytes: Int, logger: Logger) {
         self.handler = handler
+        self.maxBodyBytes = maxBodyBytes
         self.logger = logger
     }
+
+    var isRefusing: Bool { counts.withLock { $0.refusing } }
 
     /// Counts a suspension, unless shutdown has begun. Checked and counted under one lock,
     /// so shutdown can never miss a suspension that slipped in after it looked.
@@ -154,7 +158,8 @@ final class ServerCore: Sendable {
 
     func access(
         _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
-        uploadSize: UnsafeMutablePointer<Int>, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let pointer = slot.pointee else {
             // First call for this request: only record it. Answering now would cost keep-alive.
@@ -165,30 +170,36 @@ final class ServerCore: Sendable {
         }
         let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeUnretainedValue()
         if uploadSize.pointee != 0 {
-            uploadSize.pointee = 0  // no route takes a body yet: read and drop it
+            if let upload { context.appendBody(UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee), limit: maxBodyBytes) }
+            uploadSize.pointee = 0
             return .YES
         }
         if context.start() {
+            guard let body = context.takeBody() else {
+                return Self.queue(.error(ThumbdError(status: 413, code: "body_too_large",
+                                                     message: "the request body is larger than \(maxBodyBytes) bytes")),
+                                  on: connection, core: self)
+            }
             let request = Request(
                 method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.values(connection, kind: .GET_ARGUMENT_KIND, lowercased: false),
-                headers: Self.headers(connection))
+                headers: Self.headers(connection), body: body)
             switch handler.handle(request, context: context) {
             case .response(let response):
-                return Self.queue(response, on: connection)
+                return Self.queue(response, on: connection, core: self)
             case .suspend:
                 switch context.suspend() {
                 case .suspended: return .YES
                 case .alreadyAnswered: break
-                case .refused: return Self.queue(.error(.shuttingDown), on: connection)
+                case .refused: return Self.queue(.error(.shuttingDown), on: connection, core: self)
                 }
             }
         }
         if let response = context.takeResponse() {
-            return Self.queue(response, on: connection)
+            return Self.queue(response, on: connection, core: self)
         }
         logger.error("server.access called again without a response")
-        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection)
+        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection, core: self)
     }
 
     func completed(_ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
@@ -198,14 +209,28 @@ final class ServerCore: Sendable {
         counts.withLock { $0.active -= 1 }
     }
 
-    private static func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
-        // No copy: MHD sends from the body's own memory and releases our retain when done.
-        let body = Unmanaged.passRetained(response.body)
-        guard let mhdResponse = MHD_create_response_from_buffer_with_free_callback_cls(
-            response.body.count, UnsafeMutableRawPointer(mutating: response.body.baseAddress), releaseBody, body.toOpaque())
-        else {
-            body.release()
-            return .NO
+    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore) -> MHD_Result {
+        let mhdResponse: OpaquePointer
+        if let stream = response.stream {
+            // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
+            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core))
+            guard let created = MHD_create_response_from_callback(
+                thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
+            else {
+                box.release()
+                return .NO
+            }
+            mhdResponse = created
+        } else {
+            // No copy: MHD sends from the body's own memory and releases our retain when done.
+            let body = Unmanaged.passRetained(response.body)
+            guard let created = MHD_create_response_from_buffer_with_free_callback_cls(
+                response.body.count, UnsafeMutableRawPointer(mutating: response.body.baseAddress), releaseBody, body.toOpaque())
+            else {
+                body.release()
+                return .NO
+            }
+            mhdResponse = created
         }
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers {
@@ -253,9 +278,9 @@ private final class ValueCollector {
     }
 }
 
-private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, _, uploadSize, slot in
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, upload, uploadSize, slot in
     let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-    return core.access(connection!, url: url, method: method, uploadSize: uploadSize!, slot: slot!)
+    return core.access(connection!, url: url, method: method, upload: upload, uploadSize: uploadSize!, slot: slot!)
 }
 
 /// Frees a response body handed to MHD: the one retain taken in `queue`.

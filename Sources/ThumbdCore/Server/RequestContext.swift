@@ -12,6 +12,8 @@ public final class RequestContext: Sendable {
         var finished = false
         var watchToken: UInt64?
         var goneHandlers: [@Sendable () -> Void] = []
+        var body: [UInt8] = []
+        var bodyTooLarge = false
     }
 
     private let state = Mutex(State())
@@ -48,6 +50,28 @@ public final class RequestContext: Sendable {
     }
 
     // MARK: Server side (MHD threads)
+
+    /// Collects a piece of the request body; past `limit` the rest is dropped and the
+    /// request will be answered 413.
+    func appendBody(_ data: UnsafeRawBufferPointer, limit: Int) {
+        state.withLock { state in
+            guard !state.bodyTooLarge else { return }
+            if state.body.count + data.count > limit {
+                state.bodyTooLarge = true
+                state.body = []
+            } else {
+                state.body.append(contentsOf: data)
+            }
+        }
+    }
+
+    /// The body read so far, or nil when it was too large.
+    func takeBody() -> Bytes? {
+        state.withLock { state in
+            defer { state.body = [] }
+            return state.bodyTooLarge ? nil : (state.body.isEmpty ? .empty : Bytes(state.body))
+        }
+    }
 
     /// True the first time: the request should go to the handler now.
     func start() -> Bool {

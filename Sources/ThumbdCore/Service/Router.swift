@@ -1,10 +1,21 @@
 /// Sends each request to its handler by path; everything else is a JSON 404 or 405.
 struct Router: HTTPHandler {
     let thumb: ThumbHandler
+    let batches: BatchHandler
     let health: @Sendable () -> Bool
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        if request.path == "/batches" || request.path.hasPrefix("/batches/") {
+            return batches.handle(request, context: context)
+        }
         switch request.path {
+        case "/":
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return .response(Response(status: 200, headers: [
+                ("Content-Type", "text/html; charset=utf-8"),
+                ("Cache-Control", "no-cache"),
+                ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"),
+            ], body: GridPage.html))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return thumb.handle(request, context: context)

@@ -8,6 +8,7 @@ public final class Thumbd: Sendable {
     public let store: CacheStore
     private let loop: TransferLoop
     private let coalescer: FetchCoalescer
+    private let batches: BatchRegistry
     private let server: HTTPServer
     private let logger: Logger
 
@@ -20,6 +21,9 @@ public final class Thumbd: Sendable {
     /// Distinct fetches in flight (queued or running).
     public var fetchesInFlight: Int { coalescer.inFlightCount }
 
+    /// Open `text/event-stream` responses.
+    public var openEventStreams: Int { batches.openStreams }
+
     public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) throws {
         self.configuration = configuration
         self.logger = logger
@@ -30,7 +34,9 @@ public final class Thumbd: Sendable {
         let loop = TransferLoop(configuration: configuration.upstream, policy: policy, logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, configuration: configuration, logger: logger)
-        let router = Router(thumb: ThumbHandler(source: source, policy: policy), health: {
+        let batches = BatchRegistry(configuration: configuration.batches, source: source, policy: policy)
+        let router = Router(thumb: ThumbHandler(source: source, policy: policy),
+                            batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems), health: {
             do {
                 _ = try store.lookup("thumbd:healthz")  // a read on a pooled connection
                 return true
@@ -48,6 +54,7 @@ public final class Thumbd: Sendable {
         self.store = store
         self.loop = loop
         self.coalescer = coalescer
+        self.batches = batches
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
             "store.path": "\(configuration.store.path)",
@@ -61,6 +68,7 @@ public final class Thumbd: Sendable {
     public func shutdown() {
         logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
         server.stopAccepting()
+        batches.closeStreams()  // idle streams end now; busy ones at their next pause
         let deadline = ContinuousClock.now + .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000))
         while coalescer.inFlightCount > 0 && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.01)

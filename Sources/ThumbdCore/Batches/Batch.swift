@@ -1,0 +1,194 @@
+import Foundation
+import Synchronization
+
+/// One batch: its items' states and its event log. Every state change and its event are
+/// made under one lock, so the log's order is the order things happened, and `end` is
+/// always last. Subscribers are woken after the lock is released.
+public final class Batch: Sendable {
+    public enum ItemState: String, Sendable { case queued, fetching, done, failed, cancelled }
+
+    struct Item {
+        let index: Int
+        let clientID: String?
+        let url: String
+        var src: String?
+        var state: ItemState = .queued
+        var ticket: FetchCoalescer.Ticket?
+        var job: FetchJob?
+        var observer: UInt64?
+        var lastProgress: ContinuousClock.Instant?
+        var knewTotal = false
+        var isTerminal: Bool { state == .done || state == .failed || state == .cancelled }
+    }
+
+    private struct State {
+        var items: [Item]
+        var done = 0
+        var failed = 0
+        var cancelled = 0
+        var finishedAt: ContinuousClock.Instant?
+    }
+
+    public let id: String
+    let log = EventLog()
+    let started = ContinuousClock.now
+    private let progressInterval: Duration
+    private let state: Mutex<State>
+
+    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration) {
+        self.id = id
+        self.progressInterval = progressInterval
+        self.state = Mutex(State(items: items.enumerated().map { Item(index: $0.offset, clientID: $0.element.clientID, url: $0.element.url) }))
+    }
+
+    var isFinished: Bool { state.withLock { $0.finishedAt != nil } }
+    var finishedAt: ContinuousClock.Instant? { state.withLock { $0.finishedAt } }
+    var count: Int { state.withLock { $0.items.count } }
+
+    // MARK: Transitions
+
+    /// The item now waits on a fetch: remember how to leave it and follow its progress.
+    func attach(_ index: Int, ticket: FetchCoalescer.Ticket, job: FetchJob?) {
+        let observer = job?.observeProgress { [weak self] progress in self?.progress(index, progress) }
+        let orphaned = state.withLock { state -> Bool in
+            if state.items[index].isTerminal { return true }  // finished before we got here
+            state.items[index].ticket = ticket
+            state.items[index].job = job
+            state.items[index].observer = observer
+            return false
+        }
+        if orphaned, let observer { job?.stopObserving(observer) }
+    }
+
+    func setSource(_ index: Int, src: String) {
+        state.withLock { $0.items[index].src = src }
+    }
+
+    func progress(_ index: Int, _ progress: FetchProgress) {
+        let woken = state.withLock { state -> [EventSubscriber] in
+            var item = state.items[index]
+            guard !item.isTerminal else { return [] }
+            item.state = .fetching
+            let now = ContinuousClock.now
+            let totalNowKnown = !item.knewTotal && progress.total != nil
+            defer { state.items[index] = item }
+            guard totalNowKnown || item.lastProgress.map({ now - $0 >= progressInterval }) ?? true else { return [] }
+            item.lastProgress = now
+            item.knewTotal = item.knewTotal || progress.total != nil
+            return log.append("progress", """
+                {"index":\(index),"received":\(progress.received),"total":\(progress.total.map(String.init) ?? "null")}
+                """)
+        }
+        wake(woken)
+    }
+
+    func succeed(_ index: Int, object: CachedObject, cache: String) {
+        finish(index, as: .done) { item, elapsed in
+            """
+            {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
+            "src":\(Self.json(item.src)),"status":200,"bytes":\(object.body.count),\
+            "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)}
+            """
+        }
+    }
+
+    func fail(_ index: Int, error: ThumbdError) {
+        finish(index, as: .failed) { item, _ in
+            """
+            {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
+            "status":\(error.status),"error":\(JSONText.quote(error.code)),"message":\(JSONText.quote(error.message))}
+            """
+        }
+    }
+
+    /// Cancels every item not finished yet. Returns the tickets to leave (outside our lock).
+    func cancel() -> [FetchCoalescer.Ticket] {
+        var tickets: [FetchCoalescer.Ticket] = []
+        var observers: [(FetchJob, UInt64)] = []
+        let woken = state.withLock { state -> [EventSubscriber] in
+            var woken: [EventSubscriber] = []
+            for index in state.items.indices where !state.items[index].isTerminal {
+                let item = state.items[index]
+                if let ticket = item.ticket { tickets.append(ticket) }
+                if let job = item.job, let observer = item.observer { observers.append((job, observer)) }
+                state.items[index].state = .cancelled
+                state.cancelled += 1
+                woken = log.append("cancelled", """
+                    {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url))}
+                    """)
+            }
+            return woken + endIfComplete(&state)
+        }
+        for (job, observer) in observers { job.stopObserving(observer) }
+        wake(woken)
+        return tickets
+    }
+
+    private func finish(_ index: Int, as final: ItemState, event: (Item, Int) -> String) {
+        var observer: (FetchJob, UInt64)?
+        let woken = state.withLock { state -> [EventSubscriber] in
+            guard !state.items[index].isTerminal else { return [] }
+            state.items[index].state = final
+            if final == .done { state.done += 1 } else { state.failed += 1 }
+            let item = state.items[index]
+            if let job = item.job, let token = item.observer { observer = (job, token) }
+            let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
+            let woken = log.append(final == .done ? "done" : "failed", event(item, elapsed))
+            return woken + endIfComplete(&state)
+        }
+        if let (job, token) = observer { job.stopObserving(token) }
+        wake(woken)
+    }
+
+    private func endIfComplete(_ state: inout State) -> [EventSubscriber] {
+        guard state.finishedAt == nil, state.items.allSatisfy(\.isTerminal) else { return [] }
+        state.finishedAt = .now
+        let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
+        _ = log.append("end", """
+            {"total":\(state.items.count),"done":\(state.done),"failed":\(state.failed),"cancelled":\(state.cancelled),"ms":\(elapsed)}
+            """)
+        return log.finish()
+    }
+
+    private func wake(_ subscribers: [EventSubscriber]) {
+        for subscriber in subscribers { subscriber.wake() }
+    }
+
+    // MARK: Views
+
+    /// `GET /batches/<id>`: each item's state and the counts.
+    func snapshot() -> String {
+        state.withLock { state in
+            let items = state.items.map { item in
+                """
+                {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
+                "src":\(Self.json(item.src)),"state":"\(item.state.rawValue)"}
+                """
+            }
+            let queued = state.items.filter { $0.state == .queued }.count
+            let fetching = state.items.filter { $0.state == .fetching }.count
+            return """
+                {"id":"\(id)","state":"\(state.finishedAt == nil ? "running" : "finished")",\
+                "counts":{"total":\(state.items.count),"queued":\(queued),"fetching":\(fetching),\
+                "done":\(state.done),"failed":\(state.failed),"cancelled":\(state.cancelled)},\
+                "events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]}\n
+                """
+        }
+    }
+
+    /// The 201 answer to `POST /batches`.
+    func created() -> String {
+        state.withLock { state in
+            let items = state.items.map { item in
+                """
+                {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),"src":\(Self.json(item.src))}
+                """
+            }
+            return """
+                {"id":"\(id)","events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]}\n
+                """
+        }
+    }
+
+    static func json(_ text: String?) -> String { text.map(JSONText.quote) ?? "null" }
+}

@@ -1,0 +1,51 @@
+/// `POST /batches`, `GET /batches/<id>`, `GET /batches/<id>/events`, `DELETE /batches/<id>`.
+struct BatchHandler: Sendable {
+    let registry: BatchRegistry
+    let maxItems: Int
+
+    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)  // ["batches", id, "events"]
+        switch (request.method, parts.count) {
+        case ("POST", 1):
+            return .response(create(request))
+        case (_, 1):
+            return .response(Router.notAllowed("POST"))
+        case ("GET", 2), ("HEAD", 2):
+            guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
+            return .response(.json(200, batch.snapshot(), headers: [("Cache-Control", "no-store")]))
+        case ("DELETE", 2):
+            guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
+            registry.cancel(batch)
+            return .response(.json(200, batch.snapshot(), headers: [("Cache-Control", "no-store")]))
+        case (_, 2):
+            return .response(Router.notAllowed("GET, HEAD, DELETE"))
+        case ("GET", 3) where parts[2] == "events":
+            guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
+            let lastEventID = (request.headers["last-event-id"] ?? request.query["lastEventId"]).flatMap { Int($0) }
+            let subscriber = registry.subscribe(batch, lastEventID: lastEventID)
+            return .response(Response(status: 200, headers: [
+                ("Content-Type", "text/event-stream; charset=utf-8"),
+                ("Cache-Control", "no-cache"),
+                ("X-Accel-Buffering", "no"),  // tells nginx-style proxies not to buffer the stream
+            ], stream: subscriber))
+        case (_, 3) where parts[2] == "events":
+            return .response(Router.notAllowed("GET"))
+        default:
+            return .response(.error(ThumbdError(status: 404, code: "not_found", message: "no route for \(request.path)")))
+        }
+    }
+
+    private func create(_ request: Request) -> Response {
+        do {
+            let parsed = try BatchRequest(body: request.body, maxItems: maxItems)
+            let batch = try registry.create(parsed)
+            return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
+        } catch {
+            return .error(error)
+        }
+    }
+
+    private static func notFound(_ id: Substring) -> Response {
+        .error(ThumbdError(status: 404, code: "batch_not_found", message: "no batch \(id) (finished batches are kept for a while only)"))
+    }
+}

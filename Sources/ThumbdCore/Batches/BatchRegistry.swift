@@ -1,0 +1,141 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Every batch, running or recently finished. Starts each item on the same fetcher and
+/// coalescer as `/thumb`; sends keepalives to idle streams; forgets finished batches after
+/// `retentionSeconds`.
+final class BatchRegistry: Sendable {
+    private let batches = Mutex<[String: Batch]>([:])
+    private let configuration: BatchConfiguration
+    private let source: ObjectSource
+    private let policy: DestinationPolicy
+    private let queue = DispatchQueue(label: "thumbd.batches")
+    private let timer: TimerBox
+    private let streams = Mutex(0)
+
+    init(configuration: BatchConfiguration, source: ObjectSource, policy: DestinationPolicy) {
+        self.configuration = configuration
+        self.source = source
+        self.policy = policy
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        self.timer = TimerBox(timer)
+        let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.tick() }
+        timer.resume()
+    }
+
+    /// Open event streams (for tests, metrics and shutdown).
+    var openStreams: Int { streams.withLock { $0 } }
+
+    func create(_ request: BatchRequest) throws(ThumbdError) -> Batch {
+        var generator = SystemRandomNumberGenerator()
+        let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
+        let batch = Batch(id: id, items: request.items,
+                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds))
+        let admitted = batches.withLock { batches -> Bool in
+            guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
+            batches[id] = batch
+            return true
+        }
+        guard admitted else {
+            throw .unavailable("too_many_batches", "\(configuration.maxOpen) batches are running already")
+        }
+        for (index, item) in request.items.enumerated() {
+            start(batch, index: index, url: item.url, priority: request.priority)
+        }
+        return batch
+    }
+
+    func batch(_ id: String) -> Batch? { batches.withLock { $0[id] } }
+
+    /// Cancels what is still queued or in flight. A transfer others still wait for goes on.
+    func cancel(_ batch: Batch) {
+        for ticket in batch.cancel() { source.leave(ticket) }
+    }
+
+    func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
+        streams.withLock { $0 += 1 }
+        return EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds) {
+            [weak self] in self?.streams.withLock { $0 -= 1 }
+        }
+    }
+
+    /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
+    func closeStreams() {
+        timer.cancel()
+        for batch in batches.withLock({ Array($0.values) }) {
+            for subscriber in batch.log.allSubscribers() { subscriber.wake() }
+        }
+    }
+
+    private func start(_ batch: Batch, index: Int, url: String, priority: Priority) {
+        let destination: DestinationPolicy.Destination
+        do {
+            destination = try policy.validate(url.isEmpty ? nil : url)
+        } catch {
+            batch.fail(index, error: error)
+            return
+        }
+        let key = destination.url
+        batch.setSource(index, src: "/thumb?url=" + Self.encode(key))
+        if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
+            source.store.recordAccess(key)
+            if stored.status == 200 {
+                batch.succeed(index, object: stored, cache: "hit")
+            } else {
+                batch.fail(index, error: .upstreamStatus(stored.status))
+            }
+            return
+        }
+        let joined = source.fetch(destination, priority: priority) { outcome, role in
+            Self.deliver(outcome, to: batch, index: index, cache: role == .leader ? "miss" : "coalesced")
+        }
+        if let ready = joined.ready {
+            Self.deliver(ready, to: batch, index: index, cache: "coalesced")
+        } else {
+            batch.attach(index, ticket: joined.ticket, job: joined.flight)
+        }
+    }
+
+    private static func deliver(_ outcome: FetchCoalescer.Outcome, to batch: Batch, index: Int, cache: String) {
+        switch outcome {
+        case .success(let object): batch.succeed(index, object: object, cache: cache)
+        case .failure(let error): batch.fail(index, error: error)
+        }
+    }
+
+    private func tick() {
+        let now = ContinuousClock.now
+        let retention = Duration.seconds(configuration.retentionSeconds)
+        let live = batches.withLock { batches -> [Batch] in
+            batches = batches.filter { _, batch in batch.finishedAt.map { now - $0 < retention } ?? true }
+            return Array(batches.values)
+        }
+        for batch in live {
+            for subscriber in batch.log.allSubscribers() { subscriber.wake(keepalive: true) }
+        }
+    }
+
+    static func encode(_ url: String) -> String {
+        url.addingPercentEncoding(withAllowedCharacters: unreserved) ?? url
+    }
+
+    private static let unreserved = CharacterSet(charactersIn:
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+}
+
+/// The keepalive timer: set up once, cancelled once; Dispatch sources are thread-safe.
+private final class TimerBox: @unchecked Sendable {
+    private let timer: any DispatchSourceTimer
+    init(_ timer: any DispatchSourceTimer) { self.timer = timer }
+    func cancel() { timer.cancel() }
+    deinit { timer.cancel() }
+}
+
+extension String {
+    fileprivate func leftPadded(to length: Int) -> String {
+        String(repeating: "0", count: max(0, length - count)) + self
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// A parsed `POST /batches` body: `{"items": [{"url", "id"}], "priority", …}` or
+/// `{"urls": [...]}`. Only the request as a whole can be refused here (malformed JSON, no
+/// items, too many); a bad URL becomes that item's `failed` event later.
+struct BatchRequest {
+    var items: [(clientID: String?, url: String)]
+    var priority: Priority
+
+    init(body: Bytes, maxItems: Int) throws(ThumbdError) {
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(body.array))
+        } catch {
+            throw .badRequest("malformed_json", "the body is not JSON: \(error.localizedDescription)")
+        }
+        guard let object = parsed as? [String: Any] else {
+            throw .badRequest("malformed_json", "the body must be a JSON object")
+        }
+        if let name = ThumbRequest.thumbnailParameters.first(where: { object[$0] != nil }) {
+            throw .badRequest("unsupported_parameter", "\(name): resizing (w, h, fit, format, q) is not available yet")
+        }
+        if let text = object["priority"] {
+            guard let text = text as? String, let priority = Priority(parameter: text) else {
+                throw .badRequest("bad_parameter", "priority must be high, normal or low")
+            }
+            self.priority = priority
+        } else {
+            self.priority = .normal
+        }
+        if let list = object["items"] {
+            guard let list = list as? [Any] else { throw .badRequest("malformed_json", "items must be an array") }
+            items = list.map { entry in
+                let item = entry as? [String: Any] ?? [:]
+                let id: String? = switch item["id"] {
+                case let text as String: text
+                case let number as NSNumber: number.stringValue
+                default: nil
+                }
+                return (id, item["url"] as? String ?? "")
+            }
+        } else if let list = object["urls"] {
+            guard let list = list as? [Any] else { throw .badRequest("malformed_json", "urls must be an array") }
+            items = list.map { (nil, $0 as? String ?? "") }
+        } else {
+            throw .badRequest("no_items", "the body needs items (or urls)")
+        }
+        guard !items.isEmpty else { throw .badRequest("no_items", "the batch has no items") }
+        guard items.count <= maxItems else {
+            throw ThumbdError(status: 413, code: "too_many_items", message: "a batch holds at most \(maxItems) items")
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import Configuration
+
+/// Batches and their event streams. Keys live under `batches.`.
+public struct BatchConfiguration: Sendable {
+    /// `batches.maxItems`: URLs in one batch; more is refused with 413.
+    public var maxItems = 1000
+    /// `batches.maxOpen`: batches still running at once; past this a new one gets 503.
+    public var maxOpen = 1000
+    /// `batches.retentionSeconds`: a finished batch stays queryable this long, then 404.
+    public var retentionSeconds = 600
+    /// `batches.keepaliveSeconds`: a `: keepalive` comment on idle event streams this often.
+    public var keepaliveSeconds = 15.0
+    /// `batches.retryMilliseconds`: the `retry:` an event stream starts with (EventSource's
+    /// reconnection delay).
+    public var retryMilliseconds = 3000
+    /// `batches.progressIntervalMilliseconds`: at most one progress event per item this often.
+    public var progressIntervalMilliseconds = 250
+
+    public init() {}
+
+    public init(reader: ConfigReader) throws {
+        let r = SettingsSection(reader, "batches")
+        maxItems = try r.int("maxItems", maxItems)
+        maxOpen = try r.int("maxOpen", maxOpen)
+        retentionSeconds = try r.int("retentionSeconds", retentionSeconds)
+        keepaliveSeconds = try r.double("keepaliveSeconds", keepaliveSeconds)
+        retryMilliseconds = try r.int("retryMilliseconds", retryMilliseconds)
+        progressIntervalMilliseconds = try r.int("progressIntervalMilliseconds", progressIntervalMilliseconds)
+        try validate()
+    }
+
+    public func validate() throws {
+        try require(maxItems >= 1, "batches.maxItems", "must be positive")
+        try require(maxOpen >= 1, "batches.maxOpen", "must be positive")
+        try require(retentionSeconds >= 0, "batches.retentionSeconds", "must not be negative")
+        try require(keepaliveSeconds >= 0.05, "batches.keepaliveSeconds", "must be at least 0.05")
+        try require(retryMilliseconds >= 0, "batches.retryMilliseconds", "must not be negative")
+        try require(progressIntervalMilliseconds >= 0, "batches.progressIntervalMilliseconds", "must not be negative")
+    }
+}

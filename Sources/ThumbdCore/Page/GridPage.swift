@@ -1,0 +1,157 @@
+/// `GET /`: paste image URLs, press Fetch, watch the grid fill from the batch's event
+/// stream. One self-contained document: no external scripts, fonts or styles.
+/// `/?urls=<newline-separated>&autostart=1` fills the box and starts at once (tests, links).
+enum GridPage {
+    static let html = Bytes(#"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>thumbd</title>
+<style>
+  :root { --bg:#f6f7f9; --card:#fff; --ink:#1d2430; --muted:#6b7280; --line:#e3e6eb; --accent:#2563eb; --bad:#b42318; }
+  * { box-sizing: border-box; }
+  body { margin:0; font:15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; background:var(--bg); color:var(--ink); }
+  header { padding:16px 20px 4px; }
+  h1 { margin:0; font-size:20px; letter-spacing:-.01em; }
+  header p { margin:2px 0 0; color:var(--muted); font-size:13px; }
+  main { padding:12px 20px 40px; max-width:1100px; margin:0 auto; }
+  textarea { width:100%; min-height:110px; padding:10px 12px; border:1px solid var(--line); border-radius:10px;
+             font:13px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; background:var(--card); resize:vertical; }
+  .bar { display:flex; gap:10px; align-items:center; margin:10px 0 14px; flex-wrap:wrap; }
+  button { border:0; border-radius:8px; padding:9px 16px; font:inherit; font-weight:600; cursor:pointer; }
+  #fetch { background:var(--accent); color:#fff; }
+  #cancel { background:#e8eaee; color:var(--ink); }
+  button:disabled { opacity:.45; cursor:default; }
+  #status { color:var(--muted); font-size:13px; flex:1; min-width:200px; }
+  .progress { height:6px; background:#e5e7eb; border-radius:99px; overflow:hidden; margin-bottom:16px; }
+  .progress > div { height:100%; width:0; background:var(--accent); transition:width .2s; }
+  .progress.done > div { background:#16a34a; }
+  #grid { display:grid; grid-template-columns:repeat(auto-fill, minmax(140px, 1fr)); gap:12px; }
+  @media (max-width: 480px) { #grid { grid-template-columns:repeat(2, 1fr); gap:8px; } main, header { padding-left:12px; padding-right:12px; } }
+  .tile { background:var(--card); border:1px solid var(--line); border-radius:10px; overflow:hidden; display:flex; flex-direction:column; }
+  .frame { aspect-ratio:1; display:flex; align-items:center; justify-content:center; background:#f0f2f5; position:relative; }
+  .frame img { width:100%; height:100%; object-fit:cover; display:block; }
+  .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; animation:spin .8s linear infinite; }
+  @keyframes spin { to { transform:rotate(360deg); } }
+  .pct { position:absolute; bottom:6px; right:8px; font-size:11px; color:var(--muted); }
+  .broken { text-align:center; color:var(--bad); font-size:12px; padding:8px; }
+  .broken svg { width:38px; height:38px; display:block; margin:0 auto 4px; }
+  .cancelled .frame { opacity:.5; }
+  .caption { padding:6px 8px; font-size:11px; color:var(--muted); white-space:nowrap; overflow:hidden; text-overflow:ellipsis; border-top:1px solid var(--line); }
+</style>
+</head>
+<body>
+<header><h1>thumbd</h1><p>Paste image URLs, one per line. The grid fills in as each image arrives.</p></header>
+<main>
+  <textarea id="urls" placeholder="https://example.org/a.jpg&#10;https://example.org/b.png" spellcheck="false"></textarea>
+  <div class="bar">
+    <button id="fetch">Fetch</button>
+    <button id="cancel" disabled>Cancel</button>
+    <span id="status">Idle.</span>
+  </div>
+  <div class="progress" id="progress"><div></div></div>
+  <div id="grid"></div>
+</main>
+<script>
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const grid = $("grid"), status = $("status"), bar = $("progress");
+  let source = null, batch = null, tiles = [], totals = {};
+  const brokenIcon = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
+  const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
+
+  function render() {
+    const finished = totals.done + totals.failed + totals.cancelled;
+    bar.firstElementChild.style.width = (totals.total ? 100 * finished / totals.total : 0) + "%";
+    status.textContent = `${totals.done} done, ${totals.failed} failed` +
+      (totals.cancelled ? `, ${totals.cancelled} cancelled` : "") + ` of ${totals.total} · ${kb(totals.bytes)}` +
+      (totals.ended ? ` · finished in ${totals.ms} ms` : "");
+  }
+
+  function tile(item) {
+    const el = document.createElement("div");
+    el.className = "tile";
+    el.dataset.state = "queued";
+    el.innerHTML = '<div class="frame"><div class="spinner"></div><span class="pct"></span></div><div class="caption"></div>';
+    el.querySelector(".caption").textContent = item.url;
+    el.title = item.url;
+    grid.appendChild(el);
+    return el;
+  }
+
+  function finish(ok) {
+    $("fetch").disabled = false;
+    $("cancel").disabled = true;
+    if (source) { source.close(); source = null; }  // the server closes after "end"; do not reconnect
+    bar.classList.toggle("done", ok);
+  }
+
+  async function start() {
+    const urls = $("urls").value.split(/\r?\n/).map((s) => s.trim()).filter(Boolean);
+    if (!urls.length) { status.textContent = "Paste at least one URL."; return; }
+    if (source) source.close();
+    grid.innerHTML = ""; bar.classList.remove("done");
+    totals = { total: urls.length, done: 0, failed: 0, cancelled: 0, bytes: 0, ended: false };
+    $("fetch").disabled = true; render();
+    let response;
+    try {
+      response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json" },
+                                           body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })) }) });
+    } catch (e) { status.textContent = "thumbd is not reachable."; finish(false); return; }
+    const body = await response.json();
+    if (!response.ok) { status.textContent = `Refused: ${body.message || body.error}`; finish(false); return; }
+    batch = body.id;
+    tiles = body.items.map(tile);
+    $("cancel").disabled = false;
+    source = new EventSource(body.events);
+    source.addEventListener("progress", (e) => {
+      const d = JSON.parse(e.data), el = tiles[d.index];
+      el.dataset.state = "fetching";
+      el.querySelector(".pct").textContent = d.total ? Math.round(100 * d.received / d.total) + "%" : kb(d.received);
+    });
+    source.addEventListener("done", (e) => {
+      const d = JSON.parse(e.data), el = tiles[d.index], frame = el.querySelector(".frame");
+      const img = new Image();
+      img.alt = d.url; img.src = d.src; img.decoding = "async";
+      frame.replaceChildren(img);
+      el.dataset.state = "done"; el.dataset.cache = d.cache;
+      totals.done++; totals.bytes += d.bytes; render();
+    });
+    source.addEventListener("failed", (e) => {
+      const d = JSON.parse(e.data), el = tiles[d.index];
+      const box = document.createElement("div");
+      box.className = "broken";
+      box.innerHTML = brokenIcon;
+      box.appendChild(document.createTextNode(`${d.status} · ${d.error}`));
+      el.querySelector(".frame").replaceChildren(box);
+      el.dataset.state = "failed"; el.title = d.message;
+      totals.failed++; render();
+    });
+    source.addEventListener("cancelled", (e) => {
+      const d = JSON.parse(e.data), el = tiles[d.index];
+      el.querySelector(".frame").innerHTML = '<div class="broken" style="color:var(--muted)">cancelled</div>';
+      el.className = "tile cancelled"; el.dataset.state = "cancelled";
+      totals.cancelled++; render();
+    });
+    source.addEventListener("end", (e) => {
+      const d = JSON.parse(e.data);
+      totals.ended = true; totals.ms = d.ms; render();
+      document.body.dataset.batch = "ended";
+      finish(d.failed === 0 && d.cancelled === 0);
+    });
+  }
+
+  $("fetch").addEventListener("click", start);
+  $("cancel").addEventListener("click", () => { if (batch) fetch("/batches/" + batch, { method: "DELETE" }); });
+  addEventListener("pagehide", () => { if (source) source.close(); });
+  const params = new URLSearchParams(location.search);
+  if (params.get("urls")) $("urls").value = params.get("urls");
+  if (params.get("autostart") === "1") start();
+})();
+</script>
+</body>
+</html>
+"""#)
+}
