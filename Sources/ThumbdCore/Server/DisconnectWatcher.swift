@@ -6,12 +6,17 @@ import Synchronization
 /// Notices clients that hang up while their connection is suspended. libmicrohttpd does not
 /// poll suspended connections, so it would only notice at the next write; we watch their
 /// sockets with an epoll set of our own (`EPOLLRDHUP`, one shot) on one thread.
+/// Something suspended that wants to know when its client hangs up.
+protocol HangupObserver: AnyObject, Sendable {
+    func clientGone()
+}
+
 final class DisconnectWatcher: Sendable {
     private let epoll: Int32
     private let wakeFD: Int32
     private struct Watched {
         var next: UInt64 = 0
-        var entries: [UInt64: (fd: Int32, context: RequestContext)] = [:]
+        var entries: [UInt64: (fd: Int32, observer: any HangupObserver)] = [:]
     }
     private let watched = Mutex(Watched())
     private let stopped = Mutex(false)
@@ -32,12 +37,12 @@ final class DisconnectWatcher: Sendable {
     }
 
     /// Starts watching `fd`; returns the token to stop watching it.
-    func watch(fd: Int32, context: RequestContext) -> UInt64? {
+    func watch(fd: Int32, observer: any HangupObserver) -> UInt64? {
         watched.withLock { state -> UInt64? in
             state.next += 1
             let token = state.next
             guard thumbd_watch_add(epoll, fd, token, 1) == 0 else { return nil }
-            state.entries[token] = (fd, context)
+            state.entries[token] = (fd, observer)
             return token
         }
     }
@@ -75,12 +80,12 @@ final class DisconnectWatcher: Sendable {
                     if stopped.withLock({ $0 }) { return }
                     continue
                 }
-                let context = watched.withLock { state -> RequestContext? in
+                let observer = watched.withLock { state -> (any HangupObserver)? in
                     guard let entry = state.entries.removeValue(forKey: token) else { return nil }
                     _ = thumbd_watch_remove(epoll, entry.fd)
-                    return entry.context
+                    return entry.observer
                 }
-                context?.clientGone()  // outside our lock: it takes the context's lock
+                observer?.clientGone()  // outside our lock: it takes its own
             }
         }
     }

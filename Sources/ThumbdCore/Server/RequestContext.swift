@@ -4,7 +4,7 @@ import Synchronization
 /// One request's life on a connection: answered at once, or suspended until `respond` is
 /// called from any thread. Owned by libmicrohttpd through `req_cls` (one retain, released in
 /// the request-completed callback).
-public final class RequestContext: Sendable {
+public final class RequestContext: Sendable, HangupObserver {
     private struct State {
         var started = false
         var suspended = false
@@ -98,7 +98,7 @@ public final class RequestContext: Sendable {
             MHD_suspend_connection(connection.raw)
             state.suspended = true
             let fd = thumbd_mhd_connection_fd(connection.raw)
-            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, context: self) }
+            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) }
             return .suspended
         }
         if outcome == .refused { abandon() }

@@ -5,7 +5,7 @@ import Synchronization
 /// reader; with nothing to send the connection is suspended right there (returning 0
 /// without suspending would make MHD spin), and `wake` resumes it. Both sides take the
 /// box's lock, so a wake can never fall between "nothing to send" and "suspended".
-final class StreamBox: StreamWaker, @unchecked Sendable {  // mutable state only under `lock`
+final class StreamBox: StreamWaker, HangupObserver, @unchecked Sendable {  // mutable state only under `lock`
     private let stream: any ResponseStream
     private let connection: ConnectionPointer
     private unowned let core: ServerCore
@@ -14,6 +14,8 @@ final class StreamBox: StreamWaker, @unchecked Sendable {  // mutable state only
     private struct Flags {
         var suspended = false
         var closed = false
+        var gone = false
+        var watchToken: UInt64?
     }
 
     init(stream: any ResponseStream, connection: OpaquePointer, core: ServerCore) {
@@ -26,6 +28,7 @@ final class StreamBox: StreamWaker, @unchecked Sendable {  // mutable state only
     /// Content reader: bytes written, 0 after suspending, or -1 at the end.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         lock.withLock { flags -> Int in
+            if flags.gone { return -1 }
             switch stream.read(into: buffer) {
             case .data(let count): return count
             case .end: return -1
@@ -34,23 +37,46 @@ final class StreamBox: StreamWaker, @unchecked Sendable {  // mutable state only
                 guard !flags.closed, core.beginSuspension() else { return -1 }
                 MHD_suspend_connection(connection.raw)
                 flags.suspended = true
+                // A suspended connection does not notice its client leaving; we watch for it.
+                let fd = thumbd_mhd_connection_fd(connection.raw)
+                if fd >= 0 { flags.watchToken = core.watcher.watch(fd: fd, observer: self) }
                 return 0
             }
         }
     }
 
     func wake() {
+        lock.withLock { resume(&$0) }
+    }
+
+    /// The client hung up while the stream was suspended: end it now rather than at the
+    /// next keepalive, so its resources go at once.
+    func clientGone() {
         lock.withLock { flags in
-            guard flags.suspended else { return }
-            flags.suspended = false
-            MHD_resume_connection(connection.raw)
-            core.didResume()
+            flags.watchToken = nil  // the watcher dropped it already
+            flags.gone = true
+            resume(&flags)
         }
+    }
+
+    private func resume(_ flags: inout Flags) {
+        guard flags.suspended else { return }
+        flags.suspended = false
+        if let token = flags.watchToken {
+            core.watcher.unwatch(token)  // before resuming: MHD may then close the socket
+            flags.watchToken = nil
+        }
+        MHD_resume_connection(connection.raw)
+        core.didResume()
     }
 
     /// MHD is done with the response (sent, or the client left).
     func close() {
-        lock.withLock { $0.closed = true }
+        lock.withLock { flags in
+            flags.closed = true
+            if let token = flags.watchToken { core.watcher.unwatch(token) }
+            flags.watchToken = nil
+        }
         stream.detach()
     }
 }

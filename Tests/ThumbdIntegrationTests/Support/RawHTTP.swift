@@ -10,6 +10,10 @@ struct HTTPResult: Sendable {
     subscript(header name: String) -> String? { headers[name.lowercased()] }
     var text: String { String(decoding: body, as: UTF8.self) }
 
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:]
+    }
+
     /// The JSON error code of a thumbd error body.
     var errorCode: String? {
         (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["error"] as? String
@@ -49,11 +53,12 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
 
     deinit { close() }
 
-    func send(_ method: String = "GET", _ target: String, headers: [String: String] = [:]) throws {
+    func send(_ method: String = "GET", _ target: String, headers: [String: String] = [:], body: [UInt8] = []) throws {
         var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
         text += "\r\n"
-        let bytes = Array(text.utf8)
+        let bytes = Array(text.utf8) + body
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -96,6 +101,24 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
         return HTTPResult(status: status, headers: headers, body: body)
     }
 
+    /// The next chunk of a chunked body, or nil at its end.
+    func readChunk() throws -> [UInt8]? {
+        var lineEnd: Int?
+        while lineEnd == nil {
+            lineEnd = find([13, 10])
+            if lineEnd == nil { try fill() }
+        }
+        let sizeText = String(decoding: buffer[..<lineEnd!], as: UTF8.self).split(separator: ";").first ?? ""
+        guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+            throw HTTPTestError(description: "bad chunk size \(sizeText)")
+        }
+        buffer.removeFirst(lineEnd! + 2)
+        while buffer.count < size + 2 { try fill() }
+        let chunk = Array(buffer[..<size])
+        buffer.removeFirst(size + 2)
+        return size == 0 ? nil : chunk
+    }
+
     /// Hangs up without reading the answer.
     func close() {
         guard !closed else { return }
@@ -121,11 +144,12 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
 }
 
 /// One request on a fresh connection, off the cooperative pool (the socket calls block).
-func request(_ port: UInt16, _ target: String, method: String = "GET", headers: [String: String] = [:]) async throws -> HTTPResult {
+func request(_ port: UInt16, _ target: String, method: String = "GET", headers: [String: String] = [:],
+             body: String = "") async throws -> HTTPResult {
     try await blocking {
         let connection = try RawConnection(port: port)
         defer { connection.close() }
-        try connection.send(method, target, headers: headers)
+        try connection.send(method, target, headers: headers, body: Array(body.utf8))
         return try connection.read(head: method == "HEAD")
     }
 }
