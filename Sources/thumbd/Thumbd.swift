@@ -9,7 +9,7 @@ struct ThumbdCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "thumbd",
         abstract: "A local caching proxy for images.",
-        subcommands: [Serve.self],
+        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -90,5 +90,108 @@ private final class OnceFlag: @unchecked Sendable {  // only touched on the sign
     func set() -> Bool {
         defer { done = true }
         return !done
+    }
+}
+
+/// Where the client subcommands find the daemon.
+struct ServerOption: ParsableArguments {
+    @Option(help: "The running daemon.")
+    var server: String = ProcessInfo.processInfo.environment["THUMBD_URL"] ?? "http://127.0.0.1:8080"
+}
+
+struct Warm: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Prefetch a list of URLs through a running daemon, with a progress bar.",
+        discussion: "Reads one URL per line (blank lines and # comments skipped). Exits 1 if any failed.")
+
+    @Argument(help: "A file of URLs, or - for standard input.")
+    var file: String
+
+    @Option(help: "high, normal or low.")
+    var priority: String?
+
+    @Flag(help: "Print the events as JSON lines instead of a progress bar.")
+    var json = false
+
+    @OptionGroup var server: ServerOption
+
+    func run() throws {
+        let text: String
+        if file == "-" {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        } else {
+            guard let contents = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            text = String(decoding: contents, as: UTF8.self)
+        }
+        let urls = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        let warmer = Warmer(
+            server: server.server, priority: priority, json: json, interactive: isatty(2) == 1,
+            output: { FileHandle.standardOutput.write(Data($0.utf8)) },
+            progress: { FileHandle.standardError.write(Data($0.utf8)) })
+        let report = try warmer.run(urls: urls)
+        if !report.failed.isEmpty {
+            var lines = "\(report.failed.count) of \(report.total) failed:\n"
+            for failure in report.failed {
+                lines += "  \(failure.status) \(failure.error)  \(failure.url)\n"
+            }
+            FileHandle.standardError.write(Data(lines.utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show what the running daemon holds and how it served.")
+
+    @Flag(help: "Print the daemon's JSON as it is.")
+    var json = false
+
+    @OptionGroup var server: ServerOption
+
+    func run() throws {
+        let connection = try DaemonConnection(base: server.server)
+        let head = try connection.send("GET", "/stats")
+        let body = try connection.body()
+        guard head.status == 200 else { throw ValidationError("thumbd answered \(head.status)") }
+        if json {
+            FileHandle.standardOutput.write(Data(body))
+            return
+        }
+        let stats = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
+        func number(_ key: String) -> Double { (stats[key] as? NSNumber)?.doubleValue ?? 0 }
+        let lines = [
+            "objects      \(Int(number("objects")))",
+            "bytes        \(Warmer.size(number("bytes"))) of \(Warmer.size(number("maxBytes")))",
+            "hit ratio    \(String(format: "%.1f%%", number("hitRatio") * 100)) (hits \(Int(number("hits"))), misses \(Int(number("misses"))), coalesced \(Int(number("coalesced"))), stale \(Int(number("stale"))))",
+            "evictions    \(Int(number("evictions")))",
+            "in flight    \(Int(number("fetchesInFlight"))) fetches, \(Int(number("waitingRequests"))) waiting requests, \(Int(number("openEventStreams"))) event streams",
+        ]
+        print(lines.joined(separator: "\n"))
+    }
+}
+
+struct Purge: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove one URL, or everything, from the running daemon's cache.")
+
+    @Argument(help: "The image URL to remove.")
+    var url: String?
+
+    @Flag(help: "Remove everything.")
+    var all = false
+
+    @OptionGroup var server: ServerOption
+
+    func validate() throws {
+        guard (url != nil) != all else { throw ValidationError("give either a URL or --all") }
+    }
+
+    func run() throws {
+        let target = url.map { "/cache?url=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0) } ?? "/cache"
+        let connection = try DaemonConnection(base: server.server)
+        let head = try connection.send("DELETE", target)
+        let body = String(decoding: try connection.body(), as: UTF8.self)
+        guard head.status == 200 else { throw ValidationError("thumbd answered \(head.status): \(body)") }
+        print(body, terminator: "")
     }
 }

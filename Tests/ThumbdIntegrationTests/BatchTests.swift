@@ -1,4 +1,5 @@
 import Foundation
+import ThumbdCore
 import Testing
 
 /// Helpers shared by the batch tests.

@@ -1,4 +1,5 @@
 import Testing
+import ThumbdCore
 
 @Suite("The test suite's SSE parser follows the spec")
 struct EventStreamParserTests {

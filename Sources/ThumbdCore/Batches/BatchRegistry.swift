@@ -29,6 +29,11 @@ final class BatchRegistry: Sendable {
     /// Open event streams (for tests, metrics and shutdown).
     var openStreams: Int { streams.withLock { $0 } }
 
+    /// Batches still running, and all kept (running or recently finished).
+    var counts: (running: Int, kept: Int) {
+        batches.withLock { batches in (batches.values.filter { !$0.isFinished }.count, batches.count) }
+    }
+
     func create(_ request: BatchRequest) throws(ThumbdError) -> Batch {
         var generator = SystemRandomNumberGenerator()
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
@@ -82,6 +87,7 @@ final class BatchRegistry: Sendable {
         batch.setSource(index, src: "/thumb?url=" + Self.encode(key))
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
             source.store.recordAccess(key)
+            source.counters.count("hit")
             if stored.status == 200 {
                 batch.succeed(index, object: stored, cache: "hit")
             } else {
@@ -89,10 +95,12 @@ final class BatchRegistry: Sendable {
             }
             return
         }
-        let joined = source.fetch(destination, priority: priority) { outcome, role in
+        let joined = source.fetch(destination, priority: priority) { [counters = source.counters] outcome, role in
+            counters.count(role == .leader ? "miss" : "coalesced")
             Self.deliver(outcome, to: batch, index: index, cache: role == .leader ? "miss" : "coalesced")
         }
         if let ready = joined.ready {
+            source.counters.count("coalesced")
             Self.deliver(ready, to: batch, index: index, cache: "coalesced")
         } else {
             batch.attach(index, ticket: joined.ticket, job: joined.flight)

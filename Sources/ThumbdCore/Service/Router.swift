@@ -2,6 +2,7 @@
 struct Router: HTTPHandler {
     let thumb: ThumbHandler
     let batches: BatchHandler
+    let admin: AdminHandler
     let health: @Sendable () -> Bool
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
@@ -9,6 +10,8 @@ struct Router: HTTPHandler {
             return batches.handle(request, context: context)
         }
         switch request.path {
+        case "/stats", "/cache":
+            return .response(admin.handle(request))
         case "/":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return .response(Response(status: 200, headers: [

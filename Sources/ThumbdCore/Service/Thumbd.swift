@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// The whole daemon: store, transfer loop, coalescer and HTTP server, started in that order
 /// and stopped in reverse.
@@ -35,8 +36,13 @@ public final class Thumbd: Sendable {
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, configuration: configuration, logger: logger)
         let batches = BatchRegistry(configuration: configuration.batches, source: source, policy: policy)
+        let status = StatusBox()
+        let admin = AdminHandler(source: source, policy: policy, maxBytes: configuration.store.maxBytes) {
+            status.read()
+        }
         let router = Router(thumb: ThumbHandler(source: source, policy: policy),
-                            batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems), health: {
+                            batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
+                            admin: admin, health: {
             do {
                 _ = try store.lookup("thumbd:healthz")  // a read on a pooled connection
                 return true
@@ -55,6 +61,10 @@ public final class Thumbd: Sendable {
         self.loop = loop
         self.coalescer = coalescer
         self.batches = batches
+        status.set { [coalescer, server, batches] in
+            let counts = batches.counts
+            return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
+        }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
             "store.path": "\(configuration.store.path)",
@@ -80,5 +90,15 @@ public final class Thumbd: Sendable {
         server.stop()
         store.close()
         logger.info("thumbd.stopped")
+    }
+}
+
+/// Lets `/stats` read parts that exist only once the server is up.
+private final class StatusBox: Sendable {
+    typealias Reader = @Sendable () -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int)
+    private let reader = Mutex<Reader?>(nil)
+    func set(_ read: @escaping Reader) { reader.withLock { $0 = read } }
+    func read() -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int) {
+        reader.withLock { $0 }?() ?? (0, 0, 0, 0, 0)
     }
 }

@@ -10,6 +10,7 @@ final class ObjectSource: Sendable {
     let store: CacheStore
     let coalescer: FetchCoalescer
     let loop: TransferLoop
+    let counters = CacheCounters()
     private let configuration: ThumbdConfiguration
     private let logger: Logger
 

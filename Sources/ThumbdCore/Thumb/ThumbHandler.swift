@@ -24,6 +24,7 @@ struct ThumbHandler: Sendable {
         let now = ObjectSource.now()
         if let stored, stored.isFresh(at: now) {
             source.store.recordAccess(key)
+            source.counters.count("hit")
             if stored.status == 200 {
                 return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now))
             }
@@ -32,11 +33,13 @@ struct ThumbHandler: Sendable {
                 maxAge: stored.remainingSeconds(at: now)))
         }
         let stale = stored?.status == 200 ? stored : nil
-        let joined = source.fetch(thumb.destination, priority: thumb.priority) { [ifNoneMatch = thumb.ifNoneMatch] outcome, role in
-            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder))
+        let joined = source.fetch(thumb.destination, priority: thumb.priority) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
+            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
+                                        counters: counters))
         }
         if let ready = joined.ready {  // finished a moment ago, still being stored
-            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch, placeholder: placeholder))
+            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
+                                         placeholder: placeholder, counters: source.counters))
         }
         context.onClientGone { [source] in source.leave(joined.ticket) }
         return .suspend
@@ -44,15 +47,17 @@ struct ThumbHandler: Sendable {
 
     /// The response for one waiter, from the outcome every waiter of the flight shares.
     private static func answer(_ outcome: FetchCoalescer.Outcome, role: FetchCoalescer.Role, stale: CachedObject?,
-                               ifNoneMatch: String?, placeholder: Bool) -> Response {
+                               ifNoneMatch: String?, placeholder: Bool, counters: CacheCounters) -> Response {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
+            counters.count(role == .leader ? "miss" : "coalesced")
             return image(object, cache: role == .leader ? "miss" : "coalesced", ifNoneMatch: ifNoneMatch, now: now)
         case .failure(let error):
             // Upstream is failing but we still hold the old copy: stale beats an error
             // (not for 404/410, where the origin told us the image is gone).
             if let stale, error.status >= 500 {
+                counters.count("stale")
                 var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now)
                 response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
                 return response

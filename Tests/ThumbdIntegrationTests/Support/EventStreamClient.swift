@@ -1,4 +1,5 @@
 import Foundation
+import ThumbdCore
 
 /// Reads a thumbd event stream over a raw socket: response head, then the chunked body,
 /// de-chunked and fed to `EventStreamParser`, until the server ends the body (or the

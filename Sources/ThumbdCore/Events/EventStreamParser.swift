@@ -4,17 +4,23 @@
 /// `data` lines join with "\n"; a blank line dispatches the event (none if data is empty);
 /// `id` sets the last event id (ignored if it contains NUL) and persists; `retry` takes
 /// digits only; the event type defaults to "message".
-struct EventStreamParser {
-    struct Event: Equatable, Sendable {
-        var type: String
-        var data: String
-        var lastEventID: String
+public struct EventStreamParser: Sendable {
+    public struct Event: Equatable, Sendable {
+        public var type: String
+        public var data: String
+        public var lastEventID: String
+
+        public init(type: String, data: String, lastEventID: String) {
+            self.type = type
+            self.data = data
+            self.lastEventID = lastEventID
+        }
     }
 
-    private(set) var events: [Event] = []
-    private(set) var comments: [String] = []
-    private(set) var retry: Int?
-    private(set) var lastEventID = ""
+    public private(set) var events: [Event] = []
+    public private(set) var comments: [String] = []
+    public private(set) var retry: Int?
+    public private(set) var lastEventID = ""
 
     private var pending: [UInt8] = []
     private var sawFirstByte = false
@@ -23,7 +29,15 @@ struct EventStreamParser {
     private var data = ""
     private var dataSeen = false
 
-    mutating func feed(_ bytes: some Sequence<UInt8>) {
+    public init() {}
+
+    /// Takes the events parsed so far (a streaming reader's way to consume them).
+    public mutating func takeEvents() -> [Event] {
+        defer { events.removeAll() }
+        return events
+    }
+
+    public mutating func feed(_ bytes: some Sequence<UInt8>) {
         for byte in bytes {
             if !sawFirstByte {
                 sawFirstByte = true

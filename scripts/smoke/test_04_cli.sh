@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# thumbd warm / stats / purge against a running daemon: the progress bar, --json, the exit
+# status and the list of failures, the counters, and purging one URL or everything.
+source "$(dirname "$0")/lib.sh"
+start_origin
+THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
+
+cat > "$WORK/urls" <<URLS
+# three images and one missing
+$ORIGIN/img/w1.jpg
+$ORIGIN/png/w2.png
+
+$ORIGIN/slow?size=40000&chunk=10000&every=50
+$ORIGIN/status/404
+URLS
+if "$THUMBD_BIN" warm "$WORK/urls" --server "$THUMBD" > "$WORK/out" 2> "$WORK/err"; then
+  fail "warm exited 0 although an item failed"
+fi
+grep -q '4/4 done 3 failed 1' "$WORK/err" || fail "no final progress line: $(cat "$WORK/err")"
+grep -q '404 upstream_not_found .*status/404' "$WORK/err" || fail "failure not listed: $(cat "$WORK/err")"
+
+"$THUMBD_BIN" warm - --json --server "$THUMBD" < "$WORK/urls" > "$WORK/events" 2>/dev/null || true
+[ "$(grep -c '"event":"done"' "$WORK/events")" = 3 ] || fail "expected 3 done JSON lines: $(cat "$WORK/events")"
+grep -q '"cache":"hit"' "$WORK/events" || fail "second warm was not served from the cache"
+tail -1 "$WORK/events" | grep -q '"event":"end"' || fail "last JSON line is not end"
+
+"$THUMBD_BIN" stats --server "$THUMBD" > "$WORK/stats"
+grep -q '^objects *4$' "$WORK/stats" || fail "stats: $(cat "$WORK/stats")"   # 3 images + the remembered 404
+grep -q 'hit ratio' "$WORK/stats" || fail "stats has no hit ratio"
+
+"$THUMBD_BIN" purge "$ORIGIN/img/w1.jpg" --server "$THUMBD" | grep -q '"purged":1' || fail "purge of one URL"
+"$THUMBD_BIN" purge --all --server "$THUMBD" | grep -q '"purged":3' || fail "purge --all"
+"$THUMBD_BIN" stats --json --server "$THUMBD" | grep -q '"objects":0' || fail "cache not empty after purge --all"
+if "$THUMBD_BIN" purge --server "$THUMBD" 2>/dev/null; then fail "purge without URL or --all accepted"; fi
