@@ -4,6 +4,7 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
 
     /img/NAME.jpg?size=N&delay=MS&cc=CACHE-CONTROL   deterministic JPEG-like bytes
     /png/NAME.png?size=N                             PNG signature + bytes
+    /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML
     /truncated                                       Content-Length 10000, sends 100 bytes, closes
@@ -21,8 +22,10 @@ import json
 import select
 import socket
 import sys
+import struct
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -52,6 +55,22 @@ def image_bytes(name, size, kind="jpeg"):
         seed = hashlib.sha256(seed).digest()
         out += seed
     return bytes(out[:max(size, len(header))])
+
+
+def real_png(name, side=96):
+    h = hashlib.sha256(name.encode()).digest()
+    base = (h[0], h[1], h[2])
+    rows = bytearray()
+    for y in range(side):
+        rows.append(0)
+        for x in range(side):
+            t = (x + y) / (2 * side)
+            rows += bytes(int(c * (0.55 + 0.45 * t)) for c in base)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(bytes(rows), 6)) + chunk(b"IEND", b""))
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -129,6 +148,10 @@ class Handler(BaseHTTPRequestHandler):
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
                 return
             return self.send(200, image_bytes(path, size), "image/jpeg", extra)
+        if path.startswith("/real/"):
+            if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
+                return
+            return self.send(200, real_png(path), "image/png", extra)
         if path.startswith("/png/"):
             return self.send(200, image_bytes(path, size, "png"), "image/png", extra)
         if path.startswith("/status/"):

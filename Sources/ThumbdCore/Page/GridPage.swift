@@ -114,7 +114,10 @@ enum GridPage {
     source.addEventListener("done", (e) => {
       const d = JSON.parse(e.data), el = tiles[d.index], frame = el.querySelector(".frame");
       const img = new Image();
-      img.alt = d.url; img.src = d.src; img.decoding = "async";
+      img.alt = d.url; img.decoding = "async";
+      img.onload = () => { el.dataset.loaded = "1"; };
+      img.onerror = () => { el.dataset.loaded = "0"; };
+      img.src = d.src;
       frame.replaceChildren(img);
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
