@@ -7,6 +7,7 @@ upstream keep-alive, access_log off. Hot figures are the median of several wrk r
 """
 import argparse
 import asyncio
+import resource
 import json
 import os
 import re
@@ -73,6 +74,8 @@ class Thumbd:
                    THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true",
                    # All bench URLs share one host; nginx has no per-host limit either.
                    THUMBD_UPSTREAM_MAX_PER_HOST="256", THUMBD_UPSTREAM_MAX_CONCURRENT="256",
+                   # The held-stream scenarios keep origins silent for longer than the default.
+                   THUMBD_UPSTREAM_LOW_SPEED_SECONDS="120",
                    THUMBD_LOG_LEVEL="warning")
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", os.path.join(work, "thumbd.sqlite")],
@@ -392,10 +395,106 @@ def held_clients(server, origin, clients=1000):
     return {"threads": threads, "RSS MB": rss, "CPU % while waiting": idle_cpu, "answered 200": ok}
 
 
+def post_batch(server, urls):
+    body = json.dumps({"urls": urls}).encode()
+    request = urllib.request.Request("http://127.0.0.1:%d/batches" % server.port, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)
+
+
+def open_streams(port, paths):
+    """Opens one event stream per path; returns {socket: bytearray} once every head arrived."""
+    import selectors
+    selector = selectors.DefaultSelector()
+    streams = {}
+    for path in paths:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n" % path).encode())
+        sock.setblocking(False)
+        streams[sock] = bytearray()
+        selector.register(sock, selectors.EVENT_READ)
+    waiting = set(streams)
+    deadline = time.monotonic() + 60
+    while waiting and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1):
+            data = key.fileobj.recv(65536)
+            streams[key.fileobj] += data
+            if b"retry:" in streams[key.fileobj]:
+                waiting.discard(key.fileobj)
+    return selector, streams, len(waiting)
+
+
+def held_streams(server, origin, batches=100, per_batch=100):
+    """10,000 subscribers on batches still running: threads, RSS and CPU while idle, then
+    every stream must deliver its end once the origin answers."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    created = [post_batch(server, [origin.url("/gate/held-sse")]) for _ in range(batches)]
+    selector, streams, missing = open_streams(server.port, [b["events"] for b in created for _ in range(per_batch)])
+    time.sleep(1.0)
+    pids = server.pids
+    threads, rss = proc_status(pids)
+    before = cpu_seconds(pids)
+    time.sleep(5.0)  # no event and no keepalive (every 15 s) in this window: idle cost
+    idle_cpu = (cpu_seconds(pids) - before) / 5.0 * 100
+    origin.release("held-sse")
+    ended = 0
+    deadline = time.monotonic() + 60
+    open_ = set(streams)
+    while open_ and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1):
+            sock = key.fileobj
+            data = sock.recv(65536)
+            streams[sock] += data
+            if b"event: end" in streams[sock] or not data:
+                ended += b"event: end" in streams[sock]
+                selector.unregister(sock)
+                sock.close()
+                open_.discard(sock)
+    return {"streams open": len(streams) - missing, "threads": threads, "RSS MB": rss,
+            "CPU % while idle": idle_cpu, "streams that got end": ended}
+
+
+def delivery(server, origin, subscribers=1000):
+    """One batch, `subscribers` streams; the origin answers; how long until each stream has
+    its done event (measured from the origin's answer)."""
+    gate = "deliver-%d-%d" % (subscribers, time.monotonic_ns())
+    created = post_batch(server, [origin.url("/gate/" + gate)])
+    selector, streams, missing = open_streams(server.port, [created["events"]] * subscribers)
+    time.sleep(0.5)
+    origin.release(gate)
+    arrived = {}
+    deadline = time.monotonic() + 30
+    while len(arrived) < len(streams) and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1):
+            sock = key.fileobj
+            data = sock.recv(65536)
+            now = time.monotonic()
+            streams[sock] += data
+            if sock not in arrived and b"event: done" in streams[sock]:
+                arrived[sock] = now
+            if not data:
+                selector.unregister(sock)
+    for sock in streams:
+        sock.close()
+    answered = origin.stats()["answered"]["/gate/" + gate]
+    latencies = sorted((t - answered) * 1000 for t in arrived.values())
+    return {"subscribers with done": len(latencies),
+            "p50 ms": statistics.median(latencies),
+            "p99 ms": latencies[max(0, int(len(latencies) * 0.99) - 1)],
+            "max ms": latencies[-1]}
+
+
 # ---------------------------------------------------------------- main
 
 def ratio(a, b):
     return "%.2f" % (a / b) if b else "-"
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    return ("%.0f" % v if abs(v) >= 100 else "%.2f" % v) if isinstance(v, float) else str(v)
 
 
 def main():
@@ -434,6 +533,12 @@ def main():
         t, n = held_clients(servers[0], origin), held_clients(servers[1], origin)
         for key in t:
             rows.append(("1000 clients waiting on a slow origin", key, t[key], n[key]))
+        print("bench: 10000 event streams", file=sys.stderr)
+        for key, value in held_streams(servers[0], origin).items():
+            rows.append(("10000 SSE subscribers on running batches (nginx: no equivalent)", key, value, None))
+        print("bench: done delivery to 1000 subscribers", file=sys.stderr)
+        for key, value in delivery(servers[0], origin).items():
+            rows.append(("done delivered to 1000 subscribers, after the origin answers", key, value, None))
     finally:
         for server in servers:
             try:
@@ -443,8 +548,6 @@ def main():
         origin.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    def fmt(v):
-        return ("%.0f" % v if abs(v) >= 100 else "%.2f" % v) if isinstance(v, float) else str(v)
     print("| scenario | metric | thumbd | nginx | thumbd/nginx |")
     print("|---|---|---:|---:|---:|")
     for scenario, metric, t, n in rows:

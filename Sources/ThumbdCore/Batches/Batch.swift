@@ -67,7 +67,9 @@ public final class Batch: Sendable {
     func progress(_ index: Int, _ progress: FetchProgress) {
         let woken = state.withLock { state -> [EventSubscriber] in
             var item = state.items[index]
-            guard !item.isTerminal else { return [] }
+            // A complete transfer's last progress is followed at once by done, which says
+            // the same: sending both would wake every subscriber twice.
+            guard !item.isTerminal, progress.received != progress.total else { return [] }
             item.state = .fetching
             let now = ContinuousClock.now
             let totalNowKnown = !item.knewTotal && progress.total != nil
