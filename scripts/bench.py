@@ -277,6 +277,15 @@ def hot(servers, origin, count, seconds, rounds, work, label):
     return {name: tuple(statistics.median(r[i] for r in runs) for i in range(3)) for name, runs in results.items()}
 
 
+def receive_response(sock, buffer):
+    """Reads what is there into `buffer`; true once the whole response (or EOF) is in."""
+    chunk = sock.recv(262144)
+    buffer += chunk
+    end = buffer.find(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length:\s*(\d+)", buffer[:end]) if end >= 0 else None
+    return not chunk or bool(length and len(buffer) >= end + 4 + int(length.group(1)))
+
+
 def burst(port, path, clients):
     """Sends `clients` requests at once on as many connections and returns, per client,
     (status, completion time). Plain sockets and epoll rather than asyncio: at 200 answers
@@ -298,12 +307,8 @@ def burst(port, path, clients):
     while state and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1):
             sock = key.fileobj
-            chunk = sock.recv(262144)
             buffer = state[sock]
-            buffer += chunk
-            end = buffer.find(b"\r\n\r\n")
-            length = re.search(rb"(?i)content-length:\s*(\d+)", buffer[:end]) if end >= 0 else None
-            if not chunk or (length and len(buffer) >= end + 4 + int(length.group(1))):
+            if receive_response(sock, buffer):
                 status = int(buffer.split(b" ", 2)[1]) if buffer else 0
                 done.append((status, time.monotonic()))
                 selector.unregister(sock)
@@ -351,12 +356,8 @@ def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50):
     while state and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1):
             sock = key.fileobj
-            chunk = sock.recv(262144)
             buffer = state[sock]
-            buffer += chunk
-            end = buffer.find(b"\r\n\r\n")
-            length = re.search(rb"(?i)content-length:\s*(\d+)", buffer[:end]) if end >= 0 else None
-            if not chunk or (length and len(buffer) >= end + 4 + int(length.group(1))):
+            if receive_response(sock, buffer):
                 if not buffer.startswith(b"HTTP/1.1 200"):
                     errors += 1
                 selector.unregister(sock)

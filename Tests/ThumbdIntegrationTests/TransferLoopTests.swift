@@ -10,13 +10,17 @@ struct TransferLoopTests {
         let outcome = Mutex<Result<UpstreamResponse, ThumbdError>?>(nil)
     }
 
+    static func loop() -> TransferLoop {
+        var configuration = UpstreamConfiguration()
+        configuration.allowPrivateNetworks = true
+        return TransferLoop(configuration: configuration, policy: DestinationPolicy(allowPrivateNetworks: true, allowHosts: []))
+    }
+
     @Test("progress is published while the bytes arrive, with the total, then the outcome")
     func progress() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
-        var configuration = UpstreamConfiguration()
-        configuration.allowPrivateNetworks = true
-        let loop = TransferLoop(configuration: configuration, policy: DestinationPolicy(allowPrivateNetworks: true, allowHosts: []))
+        let loop = Self.loop()
         defer { loop.shutdown() }
         let recorder = Recorder()
         let job = FetchJob(
@@ -40,9 +44,7 @@ struct TransferLoopTests {
     func cancel() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
-        var configuration = UpstreamConfiguration()
-        configuration.allowPrivateNetworks = true
-        let loop = TransferLoop(configuration: configuration, policy: DestinationPolicy(allowPrivateNetworks: true, allowHosts: []))
+        let loop = Self.loop()
         defer { loop.shutdown() }
         let recorder = Recorder()
         let job = FetchJob(url: origin.url("/hang"), host: "127.0.0.1", priority: .normal,

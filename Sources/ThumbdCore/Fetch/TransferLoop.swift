@@ -124,8 +124,6 @@ private final class MultiHandle: @unchecked Sendable {
 
 /// Everything the loop thread owns: the queue, the running transfers, per-host counts.
 private final class LoopState: @unchecked Sendable {  // handed to the loop thread once, used only there
-    enum Found { case queued, running, absent }
-
     private let multi: MultiHandle
     private let configuration: UpstreamConfiguration
     private let policy: DestinationPolicy
@@ -211,21 +209,18 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         _ = curl_multi_poll(multi.handle, nil, 0, timeoutMilliseconds, &ready)
     }
 
-    @discardableResult
-    func cancel(_ job: FetchJob, with error: ThumbdError) -> Found {
+    func cancel(_ job: FetchJob, with error: ThumbdError) {
         if let index = queue.firstIndex(where: { $0.job === job }) {
             queue.remove(at: index)
             job.complete(.failure(error))
             onFinished()
-            return .queued
+            return
         }
         if let (easy, _) = running.first(where: { $0.value.job === job }) {
             _ = detach(easy)
             job.complete(.failure(error))
             onFinished()
-            return .running
         }
-        return .absent
     }
 
     func abortAll(with error: ThumbdError) {

@@ -1,0 +1,181 @@
+internal import CMicroHTTPD
+import Foundation
+import Logging
+import Synchronization
+
+/// What libmicrohttpd's callbacks reach through their `cls` pointer.
+final class ServerCore: Sendable {
+    let handler: any HTTPHandler
+    let watcher = DisconnectWatcher()
+    let logger: Logger
+    let maxBodyBytes: Int
+    private let counts = Mutex<(refusing: Bool, suspended: Int, active: Int)>((false, 0, 0))
+
+    init(handler: any HTTPHandler, maxBodyBytes: Int, logger: Logger) {
+        self.handler = handler
+        self.maxBodyBytes = maxBodyBytes
+        self.logger = logger
+    }
+
+    var isRefusing: Bool { counts.withLock { $0.refusing } }
+
+    /// Counts a suspension, unless shutdown has begun. Checked and counted under one lock,
+    /// so shutdown can never miss a suspension that slipped in after it looked.
+    func beginSuspension() -> Bool {
+        counts.withLock { counts in
+            guard !counts.refusing else { return false }
+            counts.suspended += 1
+            return true
+        }
+    }
+
+    func didResume() { counts.withLock { $0.suspended -= 1 } }
+    func refuseSuspensions() { counts.withLock { $0.refusing = true } }
+    var suspendedCount: Int { counts.withLock { $0.suspended } }
+    var isIdle: Bool { counts.withLock { $0.suspended == 0 && $0.active == 0 } }
+
+    func waitForNoSuspended(timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while suspendedCount > 0 {
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return true
+    }
+
+    // MARK: Called on MHD threads
+
+    func access(
+        _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let pointer = slot.pointee else {
+            // First call for this request: only record it. Answering now would cost keep-alive.
+            let context = RequestContext(connection: connection, server: self)
+            slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
+            counts.withLock { $0.active += 1 }
+            return .YES
+        }
+        let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeUnretainedValue()
+        if uploadSize.pointee != 0 {
+            if let upload { context.appendBody(UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee), limit: maxBodyBytes) }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if context.start() {
+            guard let body = context.takeBody() else {
+                return Self.queue(.error(ThumbdError(status: 413, code: "body_too_large",
+                                                     message: "the request body is larger than \(maxBodyBytes) bytes")),
+                                  on: connection, core: self)
+            }
+            let request = Request(
+                method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
+                query: Self.queryArguments(connection),
+                headers: Self.headers(connection), body: body)
+            switch handler.handle(request, context: context) {
+            case .response(let response):
+                return Self.queue(response, on: connection, core: self)
+            case .suspend:
+                switch context.suspend() {
+                case .suspended: return .YES
+                case .alreadyAnswered: break
+                case .refused: return Self.queue(.error(.shuttingDown), on: connection, core: self)
+                }
+            }
+        }
+        if let response = context.takeResponse() {
+            return Self.queue(response, on: connection, core: self)
+        }
+        logger.error("server.access called again without a response")
+        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection, core: self)
+    }
+
+    func completed(_ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        guard let pointer = slot.pointee else { return }
+        slot.pointee = nil
+        Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish()
+        counts.withLock { $0.active -= 1 }
+    }
+
+    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore) -> MHD_Result {
+        let mhdResponse: OpaquePointer
+        if let stream = response.stream {
+            // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
+            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core))
+            guard let created = MHD_create_response_from_callback(
+                thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
+            else {
+                box.release()
+                return .NO
+            }
+            mhdResponse = created
+        } else {
+            // No copy: MHD sends from the body's own memory and releases our retain when done.
+            let body = Unmanaged.passRetained(response.body)
+            guard let created = MHD_create_response_from_buffer_with_free_callback_cls(
+                response.body.count, UnsafeMutableRawPointer(mutating: response.body.baseAddress), releaseBody, body.toOpaque())
+            else {
+                body.release()
+                return .NO
+            }
+            mhdResponse = created
+        }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        _ = MHD_add_response_header(mhdResponse, "Server", "thumbd")
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    /// The request headers handlers use, looked up by name rather than all copied: copying
+    /// every header into a dictionary was a visible share of a hit's cost.
+    static let headerNames = ["if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin"]
+
+    private static func headers(_ connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        for name in headerNames {
+            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) {
+                headers[name] = String(cString: value)
+            }
+        }
+        return headers
+    }
+
+    private static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+        let collector = ValueCollector()
+        withExtendedLifetime(collector) {
+            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+                collector.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.values
+    }
+}
+
+private final class ValueCollector {
+    var values: [String: String] = [:]
+    func add(_ key: String, _ value: String) {
+        if values[key] == nil { values[key] = value }  // the first occurrence wins
+    }
+}
+
+let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, upload, uploadSize, slot in
+    let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+    return core.access(connection!, url: url, method: method, upload: upload, uploadSize: uploadSize!, slot: slot!)
+}
+
+/// Frees a response body handed to MHD: the one retain taken in `queue`.
+private let releaseBody: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    Unmanaged<Bytes>.fromOpaque(cls).release()
+}
+
+let requestCompleted: MHD_RequestCompletedCallback = { cls, _, slot, _ in
+    guard let cls, let slot else { return }
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().completed(slot)
+}
