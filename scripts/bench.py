@@ -456,30 +456,29 @@ def held_streams(server, origin, batches=100, per_batch=100):
             "CPU % while idle": idle_cpu, "streams that got end": ended}
 
 
+def sseclient():
+    """Compiles scripts/sseclient.c once (Debian's gcc)."""
+    binary = os.path.join(tempfile.gettempdir(), "thumbd-bench-sseclient-%d" % os.getpid())
+    if not os.path.exists(binary):
+        subprocess.run(["cc", "-O2", "-o", binary, os.path.join(HERE, "sseclient.c")], check=True)
+    return binary
+
+
 def delivery(server, origin, subscribers=1000):
-    """One batch, `subscribers` streams; the origin answers; how long until each stream has
-    its done event (measured from the origin's answer)."""
+    """One batch, `subscribers` streams held by a C client; the origin answers; how long
+    until each stream has its done event, measured from the origin's answer."""
     gate = "deliver-%d-%d" % (subscribers, time.monotonic_ns())
     created = post_batch(server, [origin.url("/gate/" + gate)])
-    selector, streams, missing = open_streams(server.port, [created["events"]] * subscribers)
-    time.sleep(0.5)
+    client = subprocess.Popen([sseclient(), str(server.port), created["events"], str(subscribers)],
+                              stdout=subprocess.PIPE, text=True)
+    if client.stdout.readline().strip() != "ready":
+        raise RuntimeError("the event-stream client did not get its streams")
+    time.sleep(0.3)
     origin.release(gate)
-    arrived = {}
-    deadline = time.monotonic() + 30
-    while len(arrived) < len(streams) and time.monotonic() < deadline:
-        for key, _ in selector.select(timeout=1):
-            sock = key.fileobj
-            data = sock.recv(65536)
-            now = time.monotonic()
-            streams[sock] += data
-            if sock not in arrived and b"event: done" in streams[sock]:
-                arrived[sock] = now
-            if not data:
-                selector.unregister(sock)
-    for sock in streams:
-        sock.close()
+    times = [float(line) for line in client.stdout.read().split()]
+    client.wait(timeout=60)
     answered = origin.stats()["answered"]["/gate/" + gate]
-    latencies = sorted((t - answered) * 1000 for t in arrived.values())
+    latencies = sorted((t - answered) * 1000 for t in times if t > 0)
     return {"subscribers with done": len(latencies),
             "p50 ms": statistics.median(latencies),
             "p99 ms": latencies[max(0, int(len(latencies) * 0.99) - 1)],
