@@ -187,7 +187,7 @@ struct Purge: ParsableCommand {
     }
 
     func run() throws {
-        let target = url.map { "/cache?url=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0) } ?? "/cache"
+        let target = url.map { "/cache?url=" + QueryValue.encode($0) } ?? "/cache"
         let connection = try DaemonConnection(base: server.server)
         let head = try connection.send("DELETE", target)
         let body = String(decoding: try connection.body(), as: UTF8.self)

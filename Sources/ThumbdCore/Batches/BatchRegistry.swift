@@ -84,7 +84,7 @@ final class BatchRegistry: Sendable {
             return
         }
         let key = destination.url
-        batch.setSource(index, src: "/thumb?url=" + Self.encode(key))
+        batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(key))
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
             source.store.recordAccess(key)
             source.counters.count("hit")
@@ -125,13 +125,6 @@ final class BatchRegistry: Sendable {
             for subscriber in batch.log.allSubscribers() { subscriber.wake(keepalive: true) }
         }
     }
-
-    static func encode(_ url: String) -> String {
-        url.addingPercentEncoding(withAllowedCharacters: unreserved) ?? url
-    }
-
-    private static let unreserved = CharacterSet(charactersIn:
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
 
 /// The keepalive timer: set up once, cancelled once; Dispatch sources are thread-safe.
