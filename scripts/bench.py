@@ -456,33 +456,127 @@ def held_streams(server, origin, batches=100, per_batch=100):
             "CPU % while idle": idle_cpu, "streams that got end": ended}
 
 
-def sseclient():
-    """Compiles scripts/sseclient.c once (Debian's gcc)."""
-    binary = os.path.join(tempfile.gettempdir(), "thumbd-bench-sseclient-%d" % os.getpid())
+def compiled(name):
+    """Compiles scripts/NAME.c once per bench run (Debian's gcc)."""
+    binary = os.path.join(tempfile.gettempdir(), "thumbd-bench-%s-%d" % (name, os.getpid()))
     if not os.path.exists(binary):
-        subprocess.run(["cc", "-O2", "-o", binary, os.path.join(HERE, "sseclient.c")], check=True)
+        subprocess.run(["cc", "-O2", "-pthread", "-o", binary, os.path.join(HERE, name + ".c")], check=True)
     return binary
 
 
-def delivery(server, origin, subscribers=1000):
-    """One batch, `subscribers` streams held by a C client; the origin answers; how long
-    until each stream has its done event, measured from the origin's answer."""
-    gate = "deliver-%d-%d" % (subscribers, time.monotonic_ns())
-    created = post_batch(server, [origin.url("/gate/" + gate)])
-    client = subprocess.Popen([sseclient(), str(server.port), created["events"], str(subscribers)],
-                              stdout=subprocess.PIPE, text=True)
+def sseclient():
+    return compiled("sseclient")
+
+
+def percentile(sorted_values, p):
+    return sorted_values[max(0, int(len(sorted_values) * p) - 1)]
+
+
+def arrivals(port, path, subscribers, go):
+    """Holds `subscribers` streams with the C client; calls go() once all have their head;
+    returns each stream's arrival time of its done event (0 for none)."""
+    client = subprocess.Popen([sseclient(), str(port), path, str(subscribers)], stdout=subprocess.PIPE, text=True)
     if client.stdout.readline().strip() != "ready":
         raise RuntimeError("the event-stream client did not get its streams")
     time.sleep(0.3)
-    origin.release(gate)
+    start = go()
     times = [float(line) for line in client.stdout.read().split()]
     client.wait(timeout=60)
-    answered = origin.stats()["answered"]["/gate/" + gate]
-    latencies = sorted((t - answered) * 1000 for t in times if t > 0)
-    return {"subscribers with done": len(latencies),
-            "p50 ms": statistics.median(latencies),
-            "p99 ms": latencies[max(0, int(len(latencies) * 0.99) - 1)],
-            "max ms": latencies[-1]}
+    return start, times
+
+
+def delivery(server, origin, subscribers=1000, rounds=5):
+    """Each round: a batch of one item and `subscribers` streams on it, held by a C client
+    (scripts/sseclient.c); the origin answers; how long until each stream has its done
+    event (which carries end too: the batch's last item), from the moment the origin starts
+    answering. The same client against scripts/ssefloor.c, a C process that only writes one
+    event to as many sockets from two threads, gives this machine's floor. Medians of the
+    rounds' figures: these machines are shared and noisy."""
+    def one_round():
+        gate = "deliver-%d-%d" % (subscribers, time.monotonic_ns())
+        created = post_batch(server, [origin.url("/gate/" + gate)])
+        _, times = arrivals(server.port, created["events"], subscribers, lambda: origin.release(gate))
+        answered = origin.stats()["answered"]["/gate/" + gate]
+        return sorted((t - answered) * 1000 for t in times if t > 0)
+
+    def floor_round():
+        floor = subprocess.Popen([compiled("ssefloor"), str(subscribers), "2"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(floor.stdout.readline())
+            def go():
+                floor.stdin.write("go\n")
+                floor.stdin.flush()
+            _, times = arrivals(port, "/events", subscribers, go)
+            start = float(floor.stdout.readline())
+        finally:
+            floor.kill()
+            floor.wait()
+        return sorted((t - start) * 1000 for t in times if t > 0)
+
+    thumbd, floor = [], []
+    for _ in range(rounds):
+        thumbd.append(one_round())
+        floor.append(floor_round())
+    median = lambda rounds_, p: statistics.median(percentile(r, p) for r in rounds_)
+    return {"subscribers with done (fewest in a round)": (min(len(r) for r in thumbd), min(len(r) for r in floor)),
+            "p50 ms (median of %d rounds)" % rounds: (median(thumbd, 0.5), median(floor, 0.5)),
+            "p99 ms (median of %d rounds)" % rounds: (median(thumbd, 0.99), median(floor, 0.99)),
+            "p99 ms (worst round)": (max(percentile(r, 0.99) for r in thumbd), max(percentile(r, 0.99) for r in floor))}
+
+
+# ---------------------------------------------------------------- the table's scenarios
+# Each takes (servers, origin, seconds, rounds, work) and returns table rows:
+# (scenario, metric, thumbd value, nginx value or None).
+
+def scenario_hot(servers, origin, seconds, rounds, work):
+    rows = []
+    for label, count in (("1 URL", 1), ("1000 URLs", 1000)):
+        print("bench: hot hit, %s" % label, file=sys.stderr)
+        result = hot(servers, origin, count, seconds, rounds, work, label.split()[0])
+        t, n = result["thumbd"], result["nginx"]
+        rows.append(("hot hit, %s" % label, "req/s", t[0], n[0]))
+        rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
+        rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
+    return rows
+
+
+def scenario_coalesce(servers, origin, seconds, rounds, work):
+    print("bench: cold coalesce", file=sys.stderr)
+    t, n = cold_coalesce(servers[0], origin), cold_coalesce(servers[1], origin)
+    return [("cold coalesce, 200 clients, origin 200 ms", key, t[key], n[key]) for key in t]
+
+
+def scenario_fanout(servers, origin, seconds, rounds, work):
+    print("bench: cold fan-out", file=sys.stderr)
+    t, n = cold_fanout(servers[0], origin), cold_fanout(servers[1], origin)
+    direct = cold_fanout(Direct(origin), origin)
+    label = "cold fan-out, 500 URLs, c=100, origin 50 ms"
+    return [(label, key, t[key], n[key]) for key in t] + [
+        (label, "origin alone, wall ms (floor)", direct["wall ms"], direct["wall ms"]),
+        (label, "target: 1.2 x 50 ms x 5, ms", 300, 300)]
+
+
+def scenario_waiting(servers, origin, seconds, rounds, work):
+    print("bench: 1000 waiting clients", file=sys.stderr)
+    t, n = held_clients(servers[0], origin), held_clients(servers[1], origin)
+    return [("1000 clients waiting on a slow origin", key, t[key], n[key]) for key in t]
+
+
+def scenario_streams(servers, origin, seconds, rounds, work):
+    print("bench: 10000 event streams", file=sys.stderr)
+    return [("10000 SSE subscribers on running batches (nginx: no equivalent)", key, value, None)
+            for key, value in held_streams(servers[0], origin).items()]
+
+
+def scenario_delivery(servers, origin, seconds, rounds, work):
+    print("bench: done delivery to 1000 subscribers", file=sys.stderr)
+    label = "done delivered to 1000 subscribers, after the origin answers (other column: raw C fan-out floor)"
+    return [(label, key, t, f) for key, (t, f) in delivery(servers[0], origin).items()]
+
+
+SCENARIOS = {"hot": scenario_hot, "coalesce": scenario_coalesce, "fanout": scenario_fanout,
+             "waiting": scenario_waiting, "streams": scenario_streams, "delivery": scenario_delivery}
 
 
 # ---------------------------------------------------------------- main
@@ -501,7 +595,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--thumbd", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", action="append", choices=SCENARIOS,
+                        help="run just this scenario (repeatable); default: all")
     args = parser.parse_args()
+    wanted = set(args.only or SCENARIOS)
     seconds, rounds = (4, 1) if args.quick else (8, 3)
     work = tempfile.mkdtemp(prefix="thumbd-bench-")
     origin = Origin()
@@ -511,34 +608,9 @@ def main():
         servers = [Thumbd(os.path.abspath(args.thumbd), origin, work), Nginx(origin, work)]
         print("bench: origin :%d, thumbd :%d, nginx :%d; wrk -t1 -c64 %ds x %d rounds" %
               (origin.port, servers[0].port, servers[1].port, seconds, rounds), file=sys.stderr)
-        for label, count in (("1 URL", 1), ("1000 URLs", 1000)):
-            print("bench: hot hit, %s" % label, file=sys.stderr)
-            result = hot(servers, origin, count, seconds, rounds, work, label.split()[0])
-            t, n = result["thumbd"], result["nginx"]
-            rows.append(("hot hit, %s" % label, "req/s", t[0], n[0]))
-            rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
-            rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
-        print("bench: cold coalesce", file=sys.stderr)
-        t, n = cold_coalesce(servers[0], origin), cold_coalesce(servers[1], origin)
-        for key in t:
-            rows.append(("cold coalesce, 200 clients, origin 200 ms", key, t[key], n[key]))
-        print("bench: cold fan-out", file=sys.stderr)
-        t, n = cold_fanout(servers[0], origin), cold_fanout(servers[1], origin)
-        direct = cold_fanout(Direct(origin), origin)
-        for key in t:
-            rows.append(("cold fan-out, 500 URLs, c=100, origin 50 ms", key, t[key], n[key]))
-        rows.append(("cold fan-out, 500 URLs, c=100, origin 50 ms", "origin alone, wall ms (floor)", direct["wall ms"], direct["wall ms"]))
-        rows.append(("cold fan-out, 500 URLs, c=100, origin 50 ms", "target: 1.2 x 50 ms x 5, ms", 300, 300))
-        print("bench: 1000 waiting clients", file=sys.stderr)
-        t, n = held_clients(servers[0], origin), held_clients(servers[1], origin)
-        for key in t:
-            rows.append(("1000 clients waiting on a slow origin", key, t[key], n[key]))
-        print("bench: 10000 event streams", file=sys.stderr)
-        for key, value in held_streams(servers[0], origin).items():
-            rows.append(("10000 SSE subscribers on running batches (nginx: no equivalent)", key, value, None))
-        print("bench: done delivery to 1000 subscribers", file=sys.stderr)
-        for key, value in delivery(servers[0], origin).items():
-            rows.append(("done delivered to 1000 subscribers, after the origin answers", key, value, None))
+        for name, scenario in SCENARIOS.items():
+            if name in wanted:
+                rows += scenario(servers, origin, seconds, rounds, work)
     finally:
         for server in servers:
             try:

@@ -54,8 +54,8 @@ async def handle(reader, writer):
                 await gate(path[len("/gate/"):]).wait()
             elif "delay" in q:
                 await asyncio.sleep(int(q["delay"]) / 1000.0)
+            ANSWERED[path] = time.monotonic()  # as the answer starts, so nothing of ours precedes it
             await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg")
-            ANSWERED[path] = time.monotonic()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:

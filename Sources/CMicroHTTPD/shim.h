@@ -60,26 +60,46 @@ static inline uint16_t thumbd_mhd_bind_port(struct MHD_Daemon *daemon) {
 
 static const uint64_t thumbd_mhd_size_unknown = MHD_SIZE_UNKNOWN;
 
-// Watching suspended connections' sockets for hang-ups (MHD does not poll them).
-// epoll_event is a packed struct that Swift imports poorly, hence these wrappers.
+// Watching suspended connections' sockets (MHD does not poll them): for the client hanging
+// up, and, when asked, for room to write. epoll_event is a packed struct that Swift
+// imports poorly, hence these wrappers.
 static inline int thumbd_watch_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int thumbd_watch_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
-static inline int thumbd_watch_add(int epfd, int fd, uint64_t token, int oneshot_hangup) {
+static inline int thumbd_watch_ctl(int epfd, int op, int fd, uint64_t token, int writable) {
     struct epoll_event event;
-    event.events = oneshot_hangup ? (EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT) : EPOLLIN;
+    event.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT | (writable ? EPOLLOUT : 0);
     event.data.u64 = token;
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+    return epoll_ctl(epfd, op, fd, &event);
+}
+/// Watches `fd` for a hang-up (one shot), and for room to write if `writable`.
+static inline int thumbd_watch_add(int epfd, int fd, uint64_t token, int writable) {
+    return thumbd_watch_ctl(epfd, EPOLL_CTL_ADD, fd, token, writable);
+}
+/// Re-arms a watched `fd` (a one-shot watch is disarmed once it has fired).
+static inline int thumbd_watch_rearm(int epfd, int fd, uint64_t token, int writable) {
+    return thumbd_watch_ctl(epfd, EPOLL_CTL_MOD, fd, token, writable);
 }
 static inline int thumbd_watch_remove(int epfd, int fd) {
     struct epoll_event event = {0};
     return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &event);
 }
-/// Waits for events; writes up to `max` tokens. Returns their count, or -1 (errno set).
-static inline int thumbd_watch_wait(int epfd, uint64_t *tokens, int max, int timeout_ms) {
+/// The wake-up eventfd, watched for input (not one shot).
+static inline int thumbd_watch_add_wakeup(int epfd, int fd) {
+    struct epoll_event event;
+    event.events = EPOLLIN;
+    event.data.u64 = 0;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+/// Waits for events; writes up to `max` tokens, and for each whether it was a hang-up (1)
+/// or room to write (0). Returns their count, or -1 (errno set).
+static inline int thumbd_watch_wait(int epfd, uint64_t *tokens, int32_t *hangups, int max, int timeout_ms) {
     struct epoll_event events[64];
     if (max > 64) max = 64;
     int n = epoll_wait(epfd, events, max, timeout_ms);
-    for (int i = 0; i < n; i++) tokens[i] = events[i].data.u64;
+    for (int i = 0; i < n; i++) {
+        tokens[i] = events[i].data.u64;
+        hangups[i] = (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    }
     return n;
 }
 #endif

@@ -47,6 +47,7 @@ struct BatchTests {
         let stream = try await daemon.allEvents(batch.events)
         #expect(stream.status == 200)
         #expect(stream.headers["content-type"]?.hasPrefix("text/event-stream") == true)
+        #expect(stream.headers["transfer-encoding"] == "chunked")
         #expect(stream.closedByServer)
         #expect(stream.parser.retry == 3000)
         let events = stream.parser.events
@@ -164,6 +165,42 @@ struct BatchTests {
         }
         #expect(streams.allSatisfy { $0 == streams[0] })
         #expect(payload(streams[0].last!)["done"] as? Int == 2)
+        #expect(try await eventually { daemon.thumbd.openEventStreams == 0 })
+    }
+
+    @Test("a subscriber that does not read loses nothing and does not hold the other streams open")
+    func slowReader() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon {
+            $0.server.maxBodyBytes = 4 << 20
+            $0.upstream.maxPerHost = 32
+        }
+        defer { daemon.remove(); origin.stop() }
+        // Every item waits at the gate, so all the events come while the streams are open.
+        // Long URLs make each done event ~8 KB (url and src): some 6 MB in all, more than
+        // loopback sockets buffer for a reader that does not read.
+        let padding = String(repeating: "p", count: 3800)
+        let batch = try await daemon.createBatch((0..<800).map { origin.url("/gate/slow-reader?i=\($0)&pad=\(padding)") })
+        let slow = try await blocking {
+            try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
+        }
+        let readers = try await blocking { try (0..<4).map { _ in try EventStreamClient(port: daemon.port, path: batch.events) } }
+        #expect(try await eventually { daemon.thumbd.openEventStreams == 5 })
+        try await origin.release("slow-reader")
+        let streams = try await blocking { () -> [(closed: Bool, events: [EventStreamParser.Event])] in
+            try readers.map { reader in
+                try reader.read(seconds: 30)
+                return (reader.closedByServer, reader.parser.events)
+            }
+        }
+        let events = streams[0].events
+        #expect(payload(events.last!)["done"] as? Int == 800)
+        #expect(streams.allSatisfy { $0.closed && $0.events == events })
+        // Only now does the slow reader read: everything, in order, once, then the close.
+        try await blocking { try slow.read(seconds: 30) }
+        #expect(slow.closedByServer)
+        #expect(slow.parser.events == events)
+        #expect(slow.parser.events.compactMap { Int($0.lastEventID) } == Array(1...events.count))
         #expect(try await eventually { daemon.thumbd.openEventStreams == 0 })
     }
 

@@ -119,7 +119,7 @@ public final class Batch: Sendable {
                     {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url))}
                     """)
             }
-            return woken + endIfComplete(&state)
+            return endIfComplete(&state) ?? woken
         }
         for (job, observer) in observers { job.stopObserving(observer) }
         wake(woken)
@@ -136,14 +136,16 @@ public final class Batch: Sendable {
             if let job = item.job, let token = item.observer { observer = (job, token) }
             let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
             let woken = log.append(final == .done ? "done" : "failed", event(item, elapsed))
-            return woken + endIfComplete(&state)
+            return endIfComplete(&state) ?? woken
         }
         if let (job, token) = observer { job.stopObserving(token) }
         wake(woken)
     }
 
-    private func endIfComplete(_ state: inout State) -> [EventSubscriber] {
-        guard state.finishedAt == nil, state.items.allSatisfy(\.isTerminal) else { return [] }
+    /// Appends `end` once every item is final. Returns the subscribers to wake then (every
+    /// subscriber of the log, the same set the event before it returned: wake them once).
+    private func endIfComplete(_ state: inout State) -> [EventSubscriber]? {
+        guard state.finishedAt == nil, state.items.allSatisfy(\.isTerminal) else { return nil }
         state.finishedAt = .now
         let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
         _ = log.append("end", """
@@ -153,7 +155,7 @@ public final class Batch: Sendable {
     }
 
     private func wake(_ subscribers: [EventSubscriber]) {
-        for subscriber in subscribers { subscriber.wake() }
+        Delivery.wake(subscribers)
     }
 
     // MARK: Views

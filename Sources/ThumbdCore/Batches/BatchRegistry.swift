@@ -122,7 +122,7 @@ final class BatchRegistry: Sendable {
             return Array(batches.values)
         }
         for batch in live {
-            for subscriber in batch.log.allSubscribers() { subscriber.wake(keepalive: true) }
+            Delivery.wake(batch.log.allSubscribers(), keepalive: true)
         }
     }
 }

@@ -1,10 +1,20 @@
+import Dispatch
 import Synchronization
 
 /// Every event of one batch, in order, each already rendered as SSE text. Subscribers read
 /// from it at their own position (a cursor), so a slow reader costs nothing but its cursor:
 /// there is no queue per subscriber to grow. A late subscriber starts from the beginning,
 /// or after its `Last-Event-ID`. Ids are 1, 2, 3… within the log.
+///
+/// Closing comes after delivering. Once the log is finished, its streams end only when every
+/// subscriber has been handed the last event (or `closeGrace` has passed, for a reader that
+/// does not read): ending a stream costs a write of its own (the chunked body's end), and
+/// with a thousand subscribers the first streams' ends would otherwise sit between the
+/// last event and the subscribers still waiting for it.
 public final class EventLog: Sendable {
+    /// How long finished streams wait for the slowest subscriber before they close anyway.
+    static let closeGrace = DispatchTimeInterval.seconds(1)
+
     struct Event {
         let id: Int
         let text: [UInt8]
@@ -14,6 +24,9 @@ public final class EventLog: Sendable {
         var events: [Event] = []
         var finished = false
         var subscribers: [ObjectIdentifier: EventSubscriber] = [:]
+        /// After the end: subscribers not yet handed every event. Streams close once it is empty.
+        var undrained: Set<ObjectIdentifier> = []
+        var closable = false
     }
 
     private let state = Mutex(State())
@@ -37,12 +50,50 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// No event follows; subscribers end their streams once they have read everything.
+    /// No event follows; subscribers end their streams once every one of them has read
+    /// everything (see `mayClose`).
     func finish() -> [EventSubscriber] {
-        state.withLock { state in
+        let subscribers = state.withLock { state in
             state.finished = true
+            state.undrained = Set(state.subscribers.keys)
+            state.closable = state.undrained.isEmpty
             return Array(state.subscribers.values)
         }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.closeGrace) { [weak self] in
+            self?.allowClosing()
+        }
+        return subscribers
+    }
+
+    /// Called by a subscriber that has been handed every event of the finished log: may its
+    /// stream end now? When it was the last one the others waited for, they are woken to end.
+    func mayClose(after subscriber: EventSubscriber) -> Bool {
+        let (closable, others) = state.withLock { state -> (Bool, [EventSubscriber]) in
+            guard !state.closable else { return (true, []) }
+            state.undrained.remove(ObjectIdentifier(subscriber))
+            guard state.undrained.isEmpty else { return (false, []) }
+            state.closable = true
+            return (true, state.subscribers.values.filter { $0 !== subscriber })
+        }
+        Self.wakeLater(others)
+        return closable
+    }
+
+    /// The grace has passed (or nobody is left to wait for): every stream may end.
+    private func allowClosing() {
+        let subscribers = state.withLock { state -> [EventSubscriber] in
+            guard state.finished, !state.closable else { return [] }
+            state.closable = true
+            return Array(state.subscribers.values)
+        }
+        Self.wakeLater(subscribers)
+    }
+
+    /// Wakes from a dispatch queue, not from inside a stream's read: the caller holds its own
+    /// stream's locks, and waking takes the others'.
+    private static func wakeLater(_ subscribers: [EventSubscriber]) {
+        guard !subscribers.isEmpty else { return }
+        DispatchQueue.global().async { Delivery.wake(subscribers) }
     }
 
     var count: Int { state.withLock { $0.events.count } }
@@ -69,7 +120,12 @@ public final class EventLog: Sendable {
     }
 
     func unsubscribe(_ subscriber: EventSubscriber) {
-        state.withLock { $0.subscribers[ObjectIdentifier(subscriber)] = nil }
+        let releases = state.withLock { state -> Bool in
+            state.subscribers[ObjectIdentifier(subscriber)] = nil
+            let waited = state.undrained.remove(ObjectIdentifier(subscriber)) != nil
+            return waited && state.undrained.isEmpty && !state.closable
+        }
+        if releases { allowClosing() }  // it was the one the others waited for
     }
 
     func allSubscribers() -> [EventSubscriber] {

@@ -2,7 +2,8 @@ import Synchronization
 
 /// One `text/event-stream` response reading an `EventLog`: `retry:` first, then every
 /// event from its cursor, a `: keepalive` comment when asked, and the end of the body once
-/// the log is finished and read. Events larger than the server's buffer are sent in parts.
+/// the log is finished, read, and its streams may close (`EventLog.mayClose`). Events
+/// larger than the server's buffer are sent in parts.
 final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable state only under `state`
     private struct State {
         var preamble: [UInt8]
@@ -39,13 +40,26 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         onDetach()
     }
 
-    /// Something new in the log (or a keepalive is due): resume the connection.
-    func wake(keepalive: Bool = false) {
-        let waker = state.withLock { state -> (any StreamWaker)? in
-            if keepalive { state.keepalivePending = true }
-            return state.waker
-        }
-        waker?.wake()
+    /// Something new in the log (or a keepalive is due): have the connection send it.
+    func wake() {
+        state.withLock { $0.waker }?.wake()
+    }
+
+    /// The next read sends a `: keepalive` comment if it has no event to send.
+    func requestKeepalive() {
+        state.withLock { $0.keepalivePending = true }
+    }
+
+    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
+    private let queued = Atomic(false)
+
+    /// Marks it queued; false when it already was.
+    func markQueued() -> Bool {
+        queued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    func unmarkQueued() {
+        queued.store(false, ordering: .releasing)
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
@@ -82,7 +96,8 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 state.keepalivePending = false
                 return .data(written)
             }
-            if finished { return .end }
+            // Asked again after the last bytes went out: everything has been handed over.
+            if finished, log.mayClose(after: self) { return .end }
             if state.keepalivePending {
                 state.keepalivePending = false
                 return .data(put(Array(": keepalive\n\n".utf8)[...]))

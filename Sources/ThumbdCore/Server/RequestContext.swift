@@ -4,7 +4,7 @@ import Synchronization
 /// One request's life on a connection: answered at once, or suspended until `respond` is
 /// called from any thread. Owned by libmicrohttpd through `req_cls` (one retain, released in
 /// the request-completed callback).
-public final class RequestContext: Sendable, HangupObserver {
+public final class RequestContext: Sendable, SocketObserver {
     private struct State {
         var started = false
         var suspended = false

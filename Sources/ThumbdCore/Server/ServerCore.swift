@@ -6,7 +6,7 @@ import Synchronization
 /// What libmicrohttpd's callbacks reach through their `cls` pointer.
 final class ServerCore: Sendable {
     let handler: any HTTPHandler
-    let watcher = DisconnectWatcher()
+    let watcher = SocketWatcher()
     let logger: Logger
     let maxBodyBytes: Int
     private let counts = Mutex<(refusing: Bool, suspended: Int, active: Int)>((false, 0, 0))
@@ -47,7 +47,7 @@ final class ServerCore: Sendable {
 
     func access(
         _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
-        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        version: UnsafePointer<CChar>?, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let pointer = slot.pointee else {
@@ -75,7 +75,8 @@ final class ServerCore: Sendable {
                 headers: Self.headers(connection), body: body)
             switch handler.handle(request, context: context) {
             case .response(let response):
-                return Self.queue(response, on: connection, core: self)
+                return Self.queue(response, on: connection, core: self,
+                                  http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
             case .suspend:
                 switch context.suspend() {
                 case .suspended: return .YES
@@ -98,17 +99,20 @@ final class ServerCore: Sendable {
         counts.withLock { $0.active -= 1 }
     }
 
-    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore) -> MHD_Result {
+    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore, http11: Bool = false) -> MHD_Result {
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
-            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core))
+            // Chunked for HTTP/1.1, and said so, since the box then writes chunks of its own.
+            let chunked = http11
+            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: chunked))
             guard let created = MHD_create_response_from_callback(
                 thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
             else {
                 box.release()
                 return .NO
             }
+            if chunked { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
             mhdResponse = created
         } else {
             // No copy: MHD sends from the body's own memory and releases our retain when done.
@@ -164,9 +168,9 @@ private final class ValueCollector {
     }
 }
 
-let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, upload, uploadSize, slot in
+let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, version, upload, uploadSize, slot in
     let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-    return core.access(connection!, url: url, method: method, upload: upload, uploadSize: uploadSize!, slot: slot!)
+    return core.access(connection!, url: url, method: method, version: version, upload: upload, uploadSize: uploadSize!, slot: slot!)
 }
 
 /// Frees a response body handed to MHD: the one retain taken in `queue`.

@@ -1,9 +1,9 @@
 import Foundation
 import ThumbdCore
 
-/// Reads a thumbd event stream over a raw socket: response head, then the chunked body,
-/// de-chunked and fed to `EventStreamParser`, until the server ends the body (or the
-/// reader stops early).
+/// Reads a thumbd event stream over a raw socket: response head, then the body (chunked or,
+/// as thumbd sends it, delimited by the server closing the connection) fed to
+/// `EventStreamParser`, until the server ends the body (or the reader stops early).
 final class EventStreamClient: @unchecked Sendable {  // used from one task at a time
     let connection: RawConnection
     private(set) var parser = EventStreamParser()
@@ -11,8 +11,8 @@ final class EventStreamClient: @unchecked Sendable {  // used from one task at a
     private(set) var headers: [String: String] = [:]
     private(set) var closedByServer = false
 
-    init(port: UInt16, path: String, lastEventID: String? = nil) throws {
-        connection = try RawConnection(port: port)
+    init(port: UInt16, path: String, lastEventID: String? = nil, receiveBuffer: Int32? = nil) throws {
+        connection = try RawConnection(port: port, receiveBuffer: receiveBuffer)
         var headers = ["Accept": "text/event-stream"]
         if let lastEventID { headers["Last-Event-ID"] = lastEventID }
         try connection.send("GET", path, headers: headers)
@@ -25,7 +25,8 @@ final class EventStreamClient: @unchecked Sendable {  // used from one task at a
     func read(seconds: Double = 20, until stop: (EventStreamParser) -> Bool = { _ in false }) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline && !stop(parser) {
-            guard let chunk = try connection.readChunk() else {
+            let chunked = headers["transfer-encoding"]?.lowercased() == "chunked"
+            guard let chunk = try chunked ? connection.readChunk() : connection.readUntilClose() else {
                 closedByServer = true
                 return
             }

@@ -31,11 +31,16 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
     private var buffer: [UInt8] = []
     private var closed = false
 
-    init(port: UInt16, timeoutSeconds: Int = 20) throws {
+    /// `receiveBuffer` shrinks the socket's receive buffer (before connecting, so the window
+    /// stays small): a client that does not read then soon stops taking data.
+    init(port: UInt16, timeoutSeconds: Int = 20, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HTTPTestError(description: "socket: \(errno)") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -117,6 +122,20 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
         let chunk = Array(buffer[..<size])
         buffer.removeFirst(size + 2)
         return size == 0 ? nil : chunk
+    }
+
+    /// The next piece of a body that ends when the server closes the connection (no length,
+    /// not chunked), or nil once it has. A read timing out throws.
+    func readUntilClose() throws -> [UInt8]? {
+        if buffer.isEmpty {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return nil }
+            if n < 0 { throw HTTPTestError(description: "recv: \(String(cString: strerror(errno)))") }
+            return Array(chunk[..<n])
+        }
+        defer { buffer.removeAll() }
+        return buffer
     }
 
     /// Hangs up without reading the answer.
