@@ -22,4 +22,27 @@ struct ShutdownTests {
         let hit = try await request(restarted.port, origin.thumb("/img/kept.jpg"))
         #expect(hit[header: "X-Thumbd-Cache"] == "hit")
     }
+
+    @Test("an event stream whose client stopped reading mid-event does not hold up shutdown")
+    func shutdownWithFullStream() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon {
+            $0.server.maxBodyBytes = 4 << 20
+            $0.upstream.maxPerHost = 32
+        }
+        defer { daemon.remove(); origin.stop() }
+        // ~6 MB of events (long URLs in done) for a client that reads nothing: its socket
+        // fills, most likely in the middle of a chunk the stream wrote itself.
+        let padding = String(repeating: "p", count: 3800)
+        let batch = try await daemon.createBatch((0..<800).map { origin.url("/gate/full-stream?i=\($0)&pad=\(padding)") })
+        let stuck = try await blocking {
+            try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
+        }
+        try await origin.release("full-stream")
+        #expect(try await eventually(30) { daemon.thumbd.fetchesInFlight == 0 })  // every item done
+        let started = Date()
+        try await blocking { daemon.stop() }  // libmicrohttpd aborts the process if it is still suspended
+        #expect(Date().timeIntervalSince(started) < 10)
+        stuck.close()
+    }
 }

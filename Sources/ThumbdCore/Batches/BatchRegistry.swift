@@ -18,6 +18,7 @@ final class BatchRegistry: Sendable {
         self.configuration = configuration
         self.source = source
         self.policy = policy
+        Delivery.start()  // its lanes exist from the start, not from the first big event
         let timer = DispatchSource.makeTimerSource(queue: queue)
         self.timer = TimerBox(timer)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))

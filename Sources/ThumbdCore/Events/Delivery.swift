@@ -32,6 +32,9 @@ final class Delivery: Sendable {
         }
     }
 
+    /// Starts the lanes (once per process; they are shared, like a thread pool).
+    static func start() { _ = shared }
+
     /// New events for these subscribers (or, with `keepalive`, a keepalive is due).
     static func wake(_ subscribers: [EventSubscriber], keepalive: Bool = false) {
         if keepalive { for subscriber in subscribers { subscriber.requestKeepalive() } }

@@ -86,11 +86,14 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
     /// Something new to send: write it while suspended, or hand the connection back to MHD.
     func wake() {
         lock.withLock { flags in
-            guard flags.suspended, flags.pending.isEmpty else { return }  // MHD has it, or we wait for room
-            if flags.closed || flags.gone || core.isRefusing || !writesDirectly || flags.watchToken == nil {
-                resume(&flags)
-            } else {
+            guard flags.suspended else { return }  // MHD has it and will ask the reader
+            // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
+            if flags.closed || flags.gone || core.isRefusing { return resume(&flags) }
+            guard flags.pending.isEmpty else { return }  // waiting for room to finish a chunk
+            if writesDirectly, flags.watchToken != nil {
                 writeDirectly(&flags)
+            } else {
+                resume(&flags)
             }
         }
     }
