@@ -14,6 +14,22 @@ extension TestDaemon {
         return (id, events)
     }
 
+    /// A daemon that takes batches whose events outgrow what loopback sockets buffer.
+    static func forFloods() throws -> TestDaemon {
+        try TestDaemon {
+            $0.server.maxBodyBytes = 4 << 20
+            $0.upstream.maxPerHost = 32
+        }
+    }
+
+    /// 800 items waiting at the origin's `gate`, so their events come while streams are open.
+    /// Long URLs make each done event ~8 KB (url and src): some 6 MB in all, more than
+    /// loopback sockets buffer for a reader that does not read.
+    func createFloodBatch(origin: TestOrigin, gate: String) async throws -> (id: String, events: String) {
+        let padding = String(repeating: "p", count: 3800)
+        return try await createBatch((0..<800).map { origin.url("/gate/\(gate)?i=\($0)&pad=\(padding)") })
+    }
+
     /// Subscribes and reads the whole stream (until the server closes it).
     func allEvents(_ path: String, lastEventID: String? = nil) async throws -> EventStreamClient {
         try await blocking {
@@ -171,16 +187,9 @@ struct BatchTests {
     @Test("a subscriber that does not read loses nothing and does not hold the other streams open")
     func slowReader() async throws {
         let origin = try TestOrigin()
-        let daemon = try TestDaemon {
-            $0.server.maxBodyBytes = 4 << 20
-            $0.upstream.maxPerHost = 32
-        }
+        let daemon = try TestDaemon.forFloods()
         defer { daemon.remove(); origin.stop() }
-        // Every item waits at the gate, so all the events come while the streams are open.
-        // Long URLs make each done event ~8 KB (url and src): some 6 MB in all, more than
-        // loopback sockets buffer for a reader that does not read.
-        let padding = String(repeating: "p", count: 3800)
-        let batch = try await daemon.createBatch((0..<800).map { origin.url("/gate/slow-reader?i=\($0)&pad=\(padding)") })
+        let batch = try await daemon.createFloodBatch(origin: origin, gate: "slow-reader")
         let slow = try await blocking {
             try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
         }

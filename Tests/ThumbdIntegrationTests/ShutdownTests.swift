@@ -26,15 +26,11 @@ struct ShutdownTests {
     @Test("an event stream whose client stopped reading mid-event does not hold up shutdown")
     func shutdownWithFullStream() async throws {
         let origin = try TestOrigin()
-        let daemon = try TestDaemon {
-            $0.server.maxBodyBytes = 4 << 20
-            $0.upstream.maxPerHost = 32
-        }
+        let daemon = try TestDaemon.forFloods()
         defer { daemon.remove(); origin.stop() }
-        // ~6 MB of events (long URLs in done) for a client that reads nothing: its socket
-        // fills, most likely in the middle of a chunk the stream wrote itself.
-        let padding = String(repeating: "p", count: 3800)
-        let batch = try await daemon.createBatch((0..<800).map { origin.url("/gate/full-stream?i=\($0)&pad=\(padding)") })
+        // A client that reads nothing: its socket fills, most likely in the middle of a
+        // chunk the stream wrote itself.
+        let batch = try await daemon.createFloodBatch(origin: origin, gate: "full-stream")
         let stuck = try await blocking {
             try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
         }
