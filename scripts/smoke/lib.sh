@@ -26,9 +26,22 @@ start_thumbd() {
   "$THUMBD_BIN" serve --listen 127.0.0.1:0 "$@" > "$WORK/thumbd.out" 2> "$WORK/thumbd.err" &
   THUMBD_PID=$!
   PIDS+=($THUMBD_PID)
-  for _ in $(seq 200); do grep -q listening "$WORK/thumbd.out" 2>/dev/null && break; sleep 0.05; done
+  local started=$SECONDS
+  # Up to 30 s: it starts in ~0.1 s, but these machines are shared; a slow start is reported.
+  for _ in $(seq 600); do
+    grep -q listening "$WORK/thumbd.out" 2>/dev/null && break
+    kill -0 "$THUMBD_PID" 2>/dev/null || break
+    sleep 0.05
+  done
   THUMBD="$(awk '/listening on/{print $4}' "$WORK/thumbd.out")"
-  [ -n "$THUMBD" ] || { cat "$WORK/thumbd.err" >&2; fail "thumbd did not start"; }
+  if [ -z "$THUMBD" ]; then
+    if kill -0 "$THUMBD_PID" 2>/dev/null; then echo "   still running, not listening" >&2
+    else local status=0; wait "$THUMBD_PID" || status=$?; echo "   exited with status $status" >&2; fi
+    echo "   stdout:" >&2; cat "$WORK/thumbd.out" >&2
+    echo "   stderr:" >&2; cat "$WORK/thumbd.err" >&2
+    fail "thumbd did not start within $((SECONDS - started)) s"
+  fi
+  [ $((SECONDS - started)) -lt 3 ] || echo "   (thumbd took $((SECONDS - started)) s to start)"
 }
 
 urlencode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
