@@ -161,7 +161,7 @@ struct BatchTests {
     @Test("a subscriber hanging up does not cancel the batch; many subscribers see the same events")
     func subscribersComeAndGo() async throws {
         let origin = try TestOrigin()
-        let daemon = try TestDaemon()
+        let daemon = try TestDaemon { $0.batches.keepaliveSeconds = 3600 }  // no write to notice a hang-up by
         defer { daemon.remove(); origin.stop() }
         let batch = try await daemon.createBatch([origin.url("/gate/sub"), origin.url("/img/s.jpg")])
         let leaver = try await blocking { try EventStreamClient(port: daemon.port, path: batch.events) }

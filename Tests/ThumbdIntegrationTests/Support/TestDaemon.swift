@@ -22,6 +22,9 @@ final class TestDaemon: @unchecked Sendable {  // fields are set once in init
         configuration.server.shutdownGraceSeconds = 0.5
         configuration.store.path = directory.appendingPathComponent("cache.sqlite").path
         configuration.upstream.allowPrivateNetworks = true
+        // Gated origins stay silent for as long as a test holds them; on a loaded machine
+        // that can pass the default 10 s, and the fetch would end in 504 mid-test.
+        configuration.upstream.lowSpeedSeconds = 120
         configure(&configuration)
         self.directory = directory
         self.configuration = configuration
