@@ -16,6 +16,8 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
 
     private let log: EventLog
     private let state: Mutex<State>
+    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
+    private let queued = Atomic(false)
     private let onDetach: @Sendable () -> Void
 
     init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, onDetach: @escaping @Sendable () -> Void) {
@@ -49,9 +51,6 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     func requestKeepalive() {
         state.withLock { $0.keepalivePending = true }
     }
-
-    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
-    private let queued = Atomic(false)
 
     /// Marks it queued; false when it already was.
     func markQueued() -> Bool {
