@@ -547,10 +547,15 @@ def scenario_hot(servers, origin, seconds, rounds, work):
     return rows
 
 
+def side_by_side(label, measure, servers, origin):
+    """Rows of one measurement taken on thumbd, then on nginx."""
+    print("bench: %s" % label, file=sys.stderr)
+    t, n = measure(servers[0], origin), measure(servers[1], origin)
+    return [(label, key, t[key], n[key]) for key in t]
+
+
 def scenario_coalesce(servers, origin, seconds, rounds, work):
-    print("bench: cold coalesce", file=sys.stderr)
-    t, n = cold_coalesce(servers[0], origin), cold_coalesce(servers[1], origin)
-    return [("cold coalesce, 200 clients, origin 200 ms", key, t[key], n[key]) for key in t]
+    return side_by_side("cold coalesce, 200 clients, origin 200 ms", cold_coalesce, servers, origin)
 
 
 def scenario_fanout(servers, origin, seconds, rounds, work):
@@ -564,9 +569,7 @@ def scenario_fanout(servers, origin, seconds, rounds, work):
 
 
 def scenario_waiting(servers, origin, seconds, rounds, work):
-    print("bench: 1000 waiting clients", file=sys.stderr)
-    t, n = held_clients(servers[0], origin), held_clients(servers[1], origin)
-    return [("1000 clients waiting on a slow origin", key, t[key], n[key]) for key in t]
+    return side_by_side("1000 clients waiting on a slow origin", held_clients, servers, origin)
 
 
 def scenario_streams(servers, origin, seconds, rounds, work):

@@ -71,9 +71,9 @@ static inline int thumbd_watch_ctl(int epfd, int op, int fd, uint64_t token, int
     event.data.u64 = token;
     return epoll_ctl(epfd, op, fd, &event);
 }
-/// Watches `fd` for a hang-up (one shot), and for room to write if `writable`.
-static inline int thumbd_watch_add(int epfd, int fd, uint64_t token, int writable) {
-    return thumbd_watch_ctl(epfd, EPOLL_CTL_ADD, fd, token, writable);
+/// Watches `fd` for a hang-up (one shot).
+static inline int thumbd_watch_add(int epfd, int fd, uint64_t token) {
+    return thumbd_watch_ctl(epfd, EPOLL_CTL_ADD, fd, token, 0);
 }
 /// Re-arms a watched `fd` (a one-shot watch is disarmed once it has fired).
 static inline int thumbd_watch_rearm(int epfd, int fd, uint64_t token, int writable) {

@@ -104,15 +104,14 @@ final class ServerCore: Sendable {
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
             // Chunked for HTTP/1.1, and said so, since the box then writes chunks of its own.
-            let chunked = http11
-            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: chunked))
+            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: http11))
             guard let created = MHD_create_response_from_callback(
                 thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
             else {
                 box.release()
                 return .NO
             }
-            if chunked { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
+            if http11 { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
             mhdResponse = created
         } else {
             // No copy: MHD sends from the body's own memory and releases our retain when done.

@@ -49,7 +49,7 @@ final class SocketWatcher: Sendable {
         watched.withLock { state -> UInt64? in
             state.next += 1
             let token = state.next
-            guard thumbd_watch_add(epoll, fd, token, 0) == 0 else { return nil }
+            guard thumbd_watch_add(epoll, fd, token) == 0 else { return nil }
             state.entries[token] = (fd, observer)
             return token
         }

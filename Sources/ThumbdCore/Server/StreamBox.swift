@@ -120,7 +120,7 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
                     frame[end - 2] = 13
                     frame[end - 1] = 10
                     let chunk = UnsafeRawBufferPointer(rebasing: frame[start..<end])
-                    guard send(chunk, &flags) else { return }
+                    guard send(chunk, to: fd, &flags) else { return }
                 }
             }
         }
@@ -128,8 +128,7 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
 
     /// Sends `bytes` without blocking. True when all went; otherwise the rest is pending and
     /// we wait for room (or the client is gone and MHD ends the connection).
-    private func send(_ bytes: UnsafeRawBufferPointer, _ flags: inout Flags) -> Bool {
-        let fd = thumbd_mhd_connection_fd(connection.raw)
+    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ flags: inout Flags) -> Bool {
         let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
         if sent == bytes.count { return true }
         if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
@@ -146,9 +145,10 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
     func socketWritable() {
         lock.withLock { flags in
             guard flags.suspended, !flags.pending.isEmpty else { return }
+            let fd = thumbd_mhd_connection_fd(connection.raw)
             let pending = flags.pending
             flags.pending = []
-            let complete = pending.withUnsafeBytes { send($0, &flags) }
+            let complete = pending.withUnsafeBytes { send($0, to: fd, &flags) }
             if complete { resume(&flags) }
         }
     }
