@@ -2,12 +2,18 @@
 #ifndef THUMBD_CCURL_SHIM_H
 #define THUMBD_CCURL_SHIM_H
 #include <curl/curl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 
 typedef size_t (*thumbd_curl_data_fn)(char *data, size_t size, size_t count, void *user);
 typedef int (*thumbd_curl_xferinfo_fn)(void *user, curl_off_t dltotal, curl_off_t dlnow,
                                        curl_off_t ultotal, curl_off_t ulnow);
 typedef int (*thumbd_curl_prereq_fn)(void *user, char *primary_ip, char *local_ip,
                                      int primary_port, int local_port);
+
+typedef curl_socket_t (*thumbd_curl_opensocket_fn)(void *user, curlsocktype purpose,
+                                                    struct curl_sockaddr *address);
 
 static inline CURLcode thumbd_curl_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode thumbd_curl_setopt_off(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
@@ -16,6 +22,27 @@ static inline CURLcode thumbd_curl_setopt_ptr(CURL *h, CURLoption o, void *v) { 
 static inline CURLcode thumbd_curl_setopt_datafn(CURL *h, CURLoption o, thumbd_curl_data_fn f) { return curl_easy_setopt(h, o, f); }
 static inline CURLcode thumbd_curl_setopt_xferinfofn(CURL *h, thumbd_curl_xferinfo_fn f) { return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, f); }
 static inline CURLcode thumbd_curl_setopt_prereqfn(CURL *h, thumbd_curl_prereq_fn f) { return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, f); }
+
+static inline CURLcode thumbd_curl_setopt_opensocketfn(CURL *h, thumbd_curl_opensocket_fn f) { return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f); }
+
+/// The IP address curl is about to connect to, before any socket exists: copies its 4 or 16
+/// bytes into `out` and returns 4 or 16; 0 for any other family.
+static inline int thumbd_curl_sockaddr_ip(const struct curl_sockaddr *a, unsigned char out[16]) {
+    if (a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) {
+        memcpy(out, &((const struct sockaddr_in *)&a->addr)->sin_addr, 4);
+        return 4;
+    }
+    if (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6)) {
+        memcpy(out, &((const struct sockaddr_in6 *)&a->addr)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
+}
+/// The socket curl would have made itself (close-on-exec added).
+static inline curl_socket_t thumbd_curl_open_socket(const struct curl_sockaddr *a) {
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+static const curl_socket_t thumbd_curl_socket_bad = CURL_SOCKET_BAD;
 
 static inline CURLcode thumbd_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode thumbd_curl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }

@@ -12,6 +12,45 @@ struct DestinationPolicyTests {
         #expect(!address.isPublic)
     }
 
+    @Test("IPv6 spellings of private IPv4 are not public: compatible, translated, 6to4, NAT64, Teredo",
+          arguments: ["::127.0.0.1", "::7f00:1", "::10.0.0.1", "::ffff:0:127.0.0.1", "::ffff:0:192.168.0.1",
+                      "2002:7f00:1::", "2002:c0a8:101::1", "64:ff9b::127.0.0.1", "64:ff9b::10.1.1.1",
+                      "64:ff9b:1::8.8.8.8", "2001:0:4136:e378:8000:63bf:80ff:fffe", "100::1", "2001:2::1"])
+    func embeddedPrivate(_ text: String) throws {
+        #expect(!(try #require(IPAddress(text))).isPublic)
+    }
+
+    @Test("IPv6 spellings of public IPv4 stay public", arguments: ["2002:808:808::1", "64:ff9b::8.8.8.8", "::ffff:0:8.8.8.8"])
+    func embeddedPublic(_ text: String) throws {
+        #expect(try #require(IPAddress(text)).isPublic)
+    }
+
+    @Test("legacy IPv4 spellings (as curl reads them) and zone indexes are refused before any connection",
+          arguments: ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0", "0x7f.1", "10.1", "[::1%25lo]",
+                      "[fe80::1%25eth0]"])
+    func legacySpellings(_ host: String) {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        #expect(throws: ThumbdError.self) { try policy.validate("http://\(host):8080/a.jpg") }
+        do {
+            _ = try policy.validate("http://\(host):8080/a.jpg")
+        } catch {
+            #expect(error.code == "destination_not_allowed")
+        }
+        #expect((try? DestinationPolicy(allowPrivateNetworks: true, allowHosts: []).validate("http://\(host):8080/a.jpg")) != nil)
+    }
+
+    @Test("a port outside 1-65535 is a malformed URL", arguments: ["99999", "70000", "0", "65536"])
+    func portRange(_ port: String) {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        do {
+            _ = try policy.validate("http://example.org:\(port)/a.jpg")
+            Issue.record("accepted port \(port)")
+        } catch {
+            #expect(error.code == "malformed_url")
+            #expect(error.status == 400)
+        }
+    }
+
     @Test("ordinary addresses are public",
           arguments: ["93.184.216.34", "8.8.8.8", "172.32.0.1", "192.169.0.1", "2606:2800:220:1::1", "::ffff:8.8.8.8"])
     func isPublic(_ text: String) throws {

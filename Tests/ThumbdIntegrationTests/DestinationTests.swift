@@ -20,6 +20,40 @@ struct DestinationTests {
         #expect(try await origin.requests("/img/secret.jpg") == 0)
     }
 
+    /// Issue 7, defect 1: the check ran after the TCP connect, so a page could tell open
+    /// loopback ports from closed ones (403 vs 502). Now no connection is made at all.
+    @Test("a name that resolves to loopback is refused before connecting: open and closed ports answer alike",
+          arguments: ["http://localhost:%d/x.jpg", "https://localhost:%d/x.jpg"])
+    func noPortScan(_ pattern: String) async throws {
+        let listener = try Listener()
+        let closed = try Listener.closedPort()
+        let daemon = try TestDaemon { $0.upstream.allowPrivateNetworks = false }
+        defer { daemon.remove() }
+        func ask(_ port: UInt16) async throws -> HTTPResult {
+            try await request(daemon.port, "/thumb?url=" + String(format: pattern, Int(port)).queryEncoded)
+        }
+        let open = try await ask(listener.port)
+        let shut = try await ask(closed)
+        #expect(open.status == 403)
+        #expect(open.errorCode == "destination_not_allowed")
+        #expect(shut.status == open.status)
+        #expect(shut.text == open.text)
+        #expect(listener.pendingConnections() == 0, "thumbd connected to the internal port")
+    }
+
+    @Test("legacy IPv4 spellings and zone indexes are refused without a connection",
+          arguments: ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0", "[::1%25lo]", "[::ffff:0:127.0.0.1]",
+                      "[::127.0.0.1]", "[64:ff9b::127.0.0.1]", "[2002:7f00:1::1]"])
+    func legacySpellings(_ host: String) async throws {
+        let listener = try Listener()
+        let daemon = try TestDaemon { $0.upstream.allowPrivateNetworks = false }
+        defer { daemon.remove() }
+        let result = try await request(daemon.port, "/thumb?url=" + "http://\(host):\(listener.port)/x.jpg".queryEncoded)
+        #expect(result.status == 403)
+        #expect(result.errorCode == "destination_not_allowed")
+        #expect(listener.pendingConnections() == 0)
+    }
+
     @Test("with an allow list, other hosts are refused")
     func allowList() async throws {
         let origin = try TestOrigin()

@@ -54,6 +54,9 @@ public struct DestinationPolicy: Sendable {
         guard components.user == nil, components.password == nil else {
             throw .badRequest("credentials_in_url", "URLs with user names or passwords are not fetched")
         }
+        if let port = components.port, !(1...65535).contains(port) {
+            throw .badRequest("malformed_url", "the url's port \(port) is not 1-65535")
+        }
         let host = rawHost.lowercased()
         components.scheme = scheme
         components.host = host
@@ -69,8 +72,17 @@ public struct DestinationPolicy: Sendable {
         guard isAllowed(host: bareHost) else {
             throw .forbidden("host_not_allowed", "\(bareHost) is not in the allow list")
         }
-        if let address = IPAddress(bareHost), !isAllowed(address: address) {
-            throw .forbidden("destination_not_allowed", "\(bareHost) is a private or local address")
+        // Literal addresses are refused here, without any connection; names (and the
+        // forms caught below) are refused on their resolved address before connecting.
+        // `127.1`, `2130706433`, `0x7f000001` and `0177.0.0.1` are IPv4 to curl (inet_aton);
+        // a zone index (`[fe80::1%25eth0]`) only ever names a local link.
+        if !allowPrivateNetworks {
+            if bareHost.contains("%") {
+                throw .forbidden("destination_not_allowed", "\(bareHost) names a local network interface")
+            }
+            if let address = IPAddress(bareHost) ?? IPAddress(legacyIPv4: bareHost), !isAllowed(address: address) {
+                throw .forbidden("destination_not_allowed", "\(bareHost) is a private or local address")
+            }
         }
         return Destination(url: normalized, host: bareHost)
     }
@@ -127,6 +139,15 @@ public enum IPAddress: Sendable, Equatable {
         return nil
     }
 
+    /// The historical IPv4 spellings inet_aton (and so curl) accepts: fewer than four parts,
+    /// and octal or hexadecimal parts (`127.1`, `2130706433`, `0x7f.1`, `0177.0.0.1`).
+    public init?(legacyIPv4 text: String) {
+        guard !text.isEmpty, text.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == "x" || $0 == "X" }) else { return nil }
+        var v4 = in_addr()
+        guard inet_aton(text, &v4) != 0 else { return nil }
+        self = .v4(UInt32(bigEndian: v4.s_addr))
+    }
+
     /// False for loopback, private, shared (CGNAT), link-local, multicast, unspecified,
     /// reserved and documentation ranges, in IPv4, IPv6 and IPv4-mapped IPv6.
     public var isPublic: Bool {
@@ -154,19 +175,38 @@ public enum IPAddress: Sendable, Equatable {
             ]
             return !blocked.contains { inRange($0.0, $0.1) }
         case .v6(let b):
-            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {  // ::ffff:a.b.c.d
-                let v4 = UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15])
-                return IPAddress.v4(v4).isPublic
+            func embedded(_ at: Int) -> IPAddress {
+                .v4(UInt32(b[at]) << 24 | UInt32(b[at + 1]) << 16 | UInt32(b[at + 2]) << 8 | UInt32(b[at + 3]))
             }
-            if b[0..<15].allSatisfy({ $0 == 0 }) { return false }  // :: and ::1
+            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {  // ::ffff:a.b.c.d mapped
+                return embedded(12).isPublic
+            }
+            if b[0..<8].allSatisfy({ $0 == 0 }) && b[8] == 0xFF && b[9] == 0xFF && b[10] == 0 && b[11] == 0 {
+                return embedded(12).isPublic  // ::ffff:0:a.b.c.d translated (RFC 2765)
+            }
+            // ::/96: the unspecified address, ::1, and the deprecated IPv4-compatible ::a.b.c.d,
+            // which no public destination uses.
+            if b[0..<12].allSatisfy({ $0 == 0 }) { return false }
+            if b[0..<8].allSatisfy({ $0 == 0 }) { return false }  // ::/64 rest: reserved
+            if b[0] == 0x01 && b[1] == 0x00 && b[2..<8].allSatisfy({ $0 == 0 }) { return false }  // 100::/64 discard
             if b[0] & 0xFE == 0xFC { return false }  // fc00::/7 unique local
             if b[0] == 0xFE && b[1] & 0xC0 == 0x80 { return false }  // fe80::/10 link-local
             if b[0] == 0xFE && b[1] & 0xC0 == 0xC0 { return false }  // fec0::/10 site-local (deprecated)
             if b[0] == 0xFF { return false }  // ff00::/8 multicast
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0D && b[3] == 0xB8 { return false }  // 2001:db8::/32 docs
-            if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xFF && b[3] == 0x9B {  // 64:ff9b::/96 NAT64
-                let v4 = UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15])
-                return IPAddress.v4(v4).isPublic
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x00 && b[3] == 0x00 {  // 2001::/32 Teredo
+                // Server address in clear, client address inverted: both must be public.
+                let client = IPAddress.v4(~(UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15])))
+                return embedded(4).isPublic && client.isPublic
+            }
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x00 && b[3] & 0xF0 == 0x10 { return false }  // 2001:10::/28 ORCHID
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x00 && b[3] == 0x02 && b[4] == 0 && b[5] == 0 {
+                return false  // 2001:2::/48 benchmarking
+            }
+            if b[0] == 0x20 && b[1] == 0x02 { return embedded(2).isPublic }  // 2002::/16 6to4
+            if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xFF && b[3] == 0x9B {
+                if b[4..<12].allSatisfy({ $0 == 0 }) { return embedded(12).isPublic }  // 64:ff9b::/96 NAT64
+                if b[4] == 0x00 && b[5] == 0x01 { return false }  // 64:ff9b:1::/48 local-use NAT64
             }
             return true
         }

@@ -10,7 +10,8 @@ final class Transfer {
     private let configuration: UpstreamConfiguration
     private let policy: DestinationPolicy
     private(set) var body: [UInt8] = []
-    private var headers: [String: String] = [:]
+    private var headers = OriginHeaders()
+    /// The body has begun: later header lines are trailers, and are ignored.
     private var statusChecked = false
     /// Set by a callback that stopped the transfer on purpose; wins over curl's error code.
     private var verdict: ThumbdError?
@@ -64,6 +65,15 @@ final class Transfer {
             Transfer.from(user).progress(received: Int64(now), total: Int64(total))
         }), "XFERINFOFUNCTION")
         Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_XFERINFODATA, me), "XFERINFODATA")
+        // The destination check proper: every address curl is about to connect to, on every
+        // hop, before a socket exists. Refusing here (rather than after the connect) means
+        // the answer is the same whether the port is open, closed or filtered: thumbd can't
+        // be used to scan loopback or the LAN.
+        Curl.check(thumbd_curl_setopt_opensocketfn(easy, { user, _, address in
+            guard let address else { return thumbd_curl_socket_bad }
+            return Transfer.from(user).openSocket(address)
+        }), "OPENSOCKETFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_OPENSOCKETDATA, me), "OPENSOCKETDATA")
         Curl.check(thumbd_curl_setopt_prereqfn(easy, { user, primaryIP, _, _, _ in
             Int32(Transfer.from(user).connected(to: primaryIP.map { String(cString: $0) } ?? ""))
         }), "PREREQFUNCTION")
@@ -88,7 +98,7 @@ final class Transfer {
             return 0
         }
         if let data, count > 0 {
-            if body.isEmpty, let length = headers["content-length"].flatMap(Int.init), length <= configuration.maxObjectBytes {
+            if body.isEmpty, let length = headers.contentLength, length <= configuration.maxObjectBytes {
                 body.reserveCapacity(length)
             }
             data.withMemoryRebound(to: UInt8.self, capacity: count) {
@@ -99,16 +109,13 @@ final class Transfer {
     }
 
     private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
-        guard let data else { return count }
-        let line = data.withMemoryRebound(to: UInt8.self, capacity: count) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
-        }
-        if line.hasPrefix("HTTP/") {
-            headers.removeAll()  // a new response (after a redirect or a 100): forget the old one's
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-            headers[name] = value
+        guard let data, !statusChecked else { return count }  // after the body began: a trailer
+        let line = UnsafeRawBufferPointer(start: data, count: count)
+        if line.starts(with: "HTTP/".utf8) {
+            headers.reset()  // a new response (after a redirect or a 100): forget the old one's
+        } else if !headers.take(line) {
+            verdict = .badGateway("upstream_bad_framing", "the origin sent conflicting or invalid Content-Length headers")
+            return 0  // stops the transfer
         }
         return count
     }
@@ -130,14 +137,36 @@ final class Transfer {
         return 0
     }
 
-    /// Called after each connection is made (every redirect hop too), before the request is
-    /// sent: refuses a destination whose actual address or host is not allowed.
+    /// Called before each connection is made (every redirect hop, every address tried), with
+    /// the address curl resolved: opens the socket only for an allowed address.
+    private func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        guard verdict == nil else { return thumbd_curl_socket_bad }  // one refusal refuses the fetch
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let length = bytes.withUnsafeMutableBufferPointer { thumbd_curl_sockaddr_ip(address, $0.baseAddress) }
+        let ip: IPAddress? = switch length {
+        case 4: .v4(UInt32(bytes[0]) << 24 | UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3]))
+        case 16: .v6(bytes)
+        default: nil
+        }
+        guard let ip, policy.isAllowed(address: ip) else {
+            verdict = .forbidden("destination_not_allowed", "the origin resolved to a private or local address")
+            return thumbd_curl_socket_bad
+        }
+        if let host = currentHost, !policy.isAllowed(host: host) {
+            verdict = .forbidden("host_not_allowed", "a redirect led to \(host), which is not in the allow list")
+            return thumbd_curl_socket_bad
+        }
+        return thumbd_curl_open_socket(address)
+    }
+
+    /// Called after each connection is made or reused (every redirect hop too), before the
+    /// request is sent: refuses a host outside the allow list, and checks the address again.
     private func connected(to primaryIP: String) -> Int {
         if let address = IPAddress(primaryIP), !policy.isAllowed(address: address) {
             verdict = .forbidden("destination_not_allowed", "the origin resolved to a private or local address")
             return thumbd_curl_prereq_abort
         }
-        if let host = effectiveURL.flatMap({ URLComponents(string: $0)?.host }), !policy.isAllowed(host: host) {
+        if let host = currentHost, !policy.isAllowed(host: host) {
             verdict = .forbidden("host_not_allowed", "a redirect led to \(host), which is not in the allow list")
             return thumbd_curl_prereq_abort
         }
@@ -150,6 +179,11 @@ final class Transfer {
         var code = 0
         _ = thumbd_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
         return code
+    }
+
+    /// The host of the hop being made (curl updates the effective URL before each hop).
+    private var currentHost: String? {
+        effectiveURL.flatMap { URLComponents(string: $0)?.host }
     }
 
     private var effectiveURL: String? {
@@ -173,13 +207,16 @@ final class Transfer {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
             }
             return .success(UpstreamResponse(
-                status: 200, body: Bytes(body), contentType: type, etag: headers["etag"],
-                lastModified: headers["last-modified"], cacheControl: headers["cache-control"],
-                expires: headers["expires"], date: headers["date"]))
+                status: 200, body: Bytes(body), contentType: type, etag: headers.etag,
+                lastModified: headers.lastModified, cacheControl: headers.cacheControl,
+                expires: headers.expires, date: headers.date))
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(.upstreamTimeout)
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.badGateway("too_many_redirects", "more than \(configuration.maxRedirects) redirects"))
+        case CURLE_RECV_ERROR where statusChecked:
+            // After the body began: a reset or a broken chunked encoding cut it short.
+            return .failure(.badGateway("upstream_truncated", "the body was cut short: \(String(cString: curl_easy_strerror(code)))"))
         case CURLE_PARTIAL_FILE:
             return .failure(.badGateway("upstream_truncated", "the origin closed the connection before the end of the body"))
         case CURLE_FILESIZE_EXCEEDED:
@@ -188,8 +225,11 @@ final class Transfer {
             return .failure(.badGateway("upstream_unresolvable", "the origin's host name does not resolve"))
         case CURLE_COULDNT_CONNECT:
             return .failure(.badGateway("upstream_unreachable", "could not connect to the origin"))
-        case CURLE_UNSUPPORTED_PROTOCOL:
+        case CURLE_UNSUPPORTED_PROTOCOL where !(effectiveURL.map { $0.hasPrefix("http://") || $0.hasPrefix("https://") } ?? true):
             return .failure(.badGateway("bad_redirect", "a redirect led to a scheme other than http or https"))
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY:
+            // Not HTTP (curl refuses HTTP/0.9), or a status line it cannot read.
+            return .failure(.badGateway("upstream_bad_response", "the origin's answer is not valid HTTP"))
         default:
             return .failure(.badGateway("upstream_failed", String(cString: curl_easy_strerror(code))))
         }

@@ -73,7 +73,10 @@ struct ThumbHandler: Sendable {
             ("Cache-Control", "public, max-age=\(object.remainingSeconds(at: now))"),
             ("X-Thumbd-Cache", cache),
         ]
-        if let lastModified = object.lastModified { headers.append(("Last-Modified", lastModified)) }
+        // Bounded again here for objects stored before origin headers were validated.
+        if let lastModified = object.lastModified, lastModified.utf8.count <= OriginHeaders.maxDateBytes {
+            headers.append(("Last-Modified", lastModified))
+        }
         if let ifNoneMatch, ETagMatch.matches(ifNoneMatch, object.etag) {
             return Response(status: 304, headers: headers)
         }
