@@ -7,7 +7,7 @@ extension TestDaemon {
     /// POSTs a batch of origin URLs (plain strings are used as given) and returns its id.
     func createBatch(_ urls: [String], extra: String = "") async throws -> (id: String, events: String) {
         let items = urls.enumerated().map { "{\"url\":\(jsonString($0.element)),\"id\":\"tile-\($0.offset)\"}" }
-        let result = try await request(port, "/batches", method: "POST", body: "{\"items\":[\(items.joined(separator: ","))]\(extra)}")
+        let result = try await request(port, "/batches", method: "POST", headers: json, body: "{\"items\":[\(items.joined(separator: ","))]\(extra)}")
         guard result.status == 201, let id = result.json["id"] as? String, let events = result.json["events"] as? String else {
             throw HTTPTestError(description: "POST /batches answered \(result.status): \(result.text)")
         }
@@ -234,7 +234,7 @@ struct BatchTests {
             $0.server.maxBodyBytes = 4096
         }
         defer { daemon.remove(); origin.stop() }
-        func post(_ body: String) async throws -> HTTPResult { try await request(daemon.port, "/batches", method: "POST", body: body) }
+        func post(_ body: String) async throws -> HTTPResult { try await request(daemon.port, "/batches", method: "POST", headers: json, body: body) }
         #expect(try await post("{not json").errorCode == "malformed_json")
         #expect(try await post("[1,2]").errorCode == "malformed_json")
         #expect(try await post("{}").errorCode == "no_items")
@@ -264,7 +264,7 @@ struct BatchTests {
         }
         defer { daemon.remove(); origin.stop() }
         let running = try await daemon.createBatch([origin.url("/gate/open")])
-        let refused = try await request(daemon.port, "/batches", method: "POST", body: "{\"urls\":[\(jsonString(origin.url("/img/x.jpg")))]}")
+        let refused = try await request(daemon.port, "/batches", method: "POST", headers: json, body: "{\"urls\":[\(jsonString(origin.url("/img/x.jpg")))]}")
         #expect(refused.status == 503 && refused.errorCode == "too_many_batches")
         try await origin.release("open")
         _ = try await daemon.allEvents(running.events)

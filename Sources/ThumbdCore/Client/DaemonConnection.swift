@@ -11,6 +11,8 @@ public final class DaemonConnection {
     }
 
     private let fd: Int32
+    /// What the request says in `Host`: the address it connects to (thumbd answers only its own names).
+    private let hostHeader: String
     private var buffer: [UInt8] = []
     private var chunked = false
     private var remaining: Int?
@@ -21,6 +23,7 @@ public final class DaemonConnection {
             throw DaemonClientError("the server must be http://HOST:PORT, not \(base)")
         }
         let port = UInt16(url.port ?? 80)
+        hostHeader = url.port.map { "\(host):\($0)" } ?? host
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw DaemonClientError("socket: \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
@@ -45,7 +48,7 @@ public final class DaemonConnection {
     deinit { Glibc.close(fd) }
 
     public func send(_ method: String, _ target: String, headers: [String: String] = [:], body: [UInt8] = []) throws -> Head {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: thumbd\r\nConnection: close\r\n"
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(hostHeader)\r\nConnection: close\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
         let bytes = Array((text + "\r\n").utf8) + body

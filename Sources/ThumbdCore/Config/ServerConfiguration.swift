@@ -22,6 +22,13 @@ public struct ServerConfiguration: Sendable {
     /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
     public var shutdownGraceSeconds = 5.0
 
+    /// `server.allowedHosts`: host names (besides loopback names and the listen address)
+    /// that requests may carry in `Host`; others get 421 (DNS rebinding). `*` allows any.
+    public var allowedHosts: [String] = []
+    /// `server.allowedOrigins`: web origins (`https://app.example`) that may POST/DELETE
+    /// cross-origin and get CORS headers; other foreign origins get 403 on those.
+    public var allowedOrigins: [String] = []
+
     public init() {}
 
     public init(reader: ConfigReader) throws {
@@ -34,6 +41,8 @@ public struct ServerConfiguration: Sendable {
         maxRequestBytes = try r.int("maxRequestBytes", maxRequestBytes)
         maxBodyBytes = try r.int("maxBodyBytes", maxBodyBytes)
         shutdownGraceSeconds = try r.double("shutdownGraceSeconds", shutdownGraceSeconds)
+        allowedHosts = r.strings("allowedHosts", allowedHosts)
+        allowedOrigins = r.strings("allowedOrigins", allowedOrigins)
         try validate()
     }
 
@@ -46,6 +55,13 @@ public struct ServerConfiguration: Sendable {
         try require(maxRequestBytes >= 4096, "server.maxRequestBytes", "must be at least 4096")
         try require(maxBodyBytes >= 1024, "server.maxBodyBytes", "must be at least 1024")
         try require(shutdownGraceSeconds >= 0, "server.shutdownGraceSeconds", "must not be negative")
+        for host in allowedHosts {
+            try require(!host.isEmpty && !host.contains("/") && !host.contains(" "), "server.allowedHosts", "bad host name \(host)")
+        }
+        for origin in allowedOrigins {
+            try require((origin.hasPrefix("http://") || origin.hasPrefix("https://")) && !origin.dropFirst(8).contains("/"),
+                        "server.allowedOrigins", "expected scheme://host[:port], got \(origin)")
+        }
     }
 }
 

@@ -8,9 +8,12 @@ public struct Request: Sendable {
     public var headers: [String: String]
     /// The request body, read whole (bounded by `server.maxBodyBytes`).
     public var body: Bytes
+    /// HTTP/1.1 (as opposed to 1.0), which requires a Host header.
+    public var isHTTP11: Bool
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-                body: Bytes = .empty) {
+                body: Bytes = .empty, isHTTP11: Bool = true) {
+        self.isHTTP11 = isHTTP11
         self.method = method
         self.path = path
         self.query = query

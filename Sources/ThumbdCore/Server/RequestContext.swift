@@ -14,6 +14,7 @@ public final class RequestContext: Sendable, SocketObserver {
         var goneHandlers: [@Sendable () -> Void] = []
         var body: [UInt8] = []
         var bodyTooLarge = false
+        var extraHeaders: [(String, String)] = []
     }
 
     private let state = Mutex(State())
@@ -42,6 +43,13 @@ public final class RequestContext: Sendable, SocketObserver {
             server.didResume()
         }
     }
+
+    /// Headers added to whatever response this request gets, now or later (CORS).
+    public func addResponseHeaders(_ headers: [(String, String)]) {
+        state.withLock { $0.extraHeaders += headers }
+    }
+
+    var extraHeaders: [(String, String)] { state.withLock { $0.extraHeaders } }
 
     /// Runs `handler` if the client goes away while this request waits. Registered by the
     /// handler before it returns `.suspend`.

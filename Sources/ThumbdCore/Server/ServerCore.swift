@@ -69,14 +69,14 @@ final class ServerCore: Sendable {
                                                      message: "the request body is larger than \(maxBodyBytes) bytes")),
                                   on: connection, core: self)
             }
+            let http11 = version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false
             let request = Request(
                 method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.queryArguments(connection),
-                headers: Self.headers(connection), body: body)
+                headers: Self.headers(connection), body: body, isHTTP11: http11)
             switch handler.handle(request, context: context) {
             case .response(let response):
-                return Self.queue(response, on: connection, core: self,
-                                  http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false)
+                return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, http11: http11)
             case .suspend:
                 switch context.suspend() {
                 case .suspended: return .YES
@@ -86,7 +86,7 @@ final class ServerCore: Sendable {
             }
         }
         if let response = context.takeResponse() {
-            return Self.queue(response, on: connection, core: self)
+            return Self.queue(response, on: connection, core: self, extra: context.extraHeaders)
         }
         logger.error("server.access called again without a response")
         return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection, core: self)
@@ -99,7 +99,8 @@ final class ServerCore: Sendable {
         counts.withLock { $0.active -= 1 }
     }
 
-    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore, http11: Bool = false) -> MHD_Result {
+    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
+                              extra: [(String, String)] = [], http11: Bool = false) -> MHD_Result {
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
@@ -128,13 +129,16 @@ final class ServerCore: Sendable {
         for (name, value) in response.headers {
             _ = MHD_add_response_header(mhdResponse, name, value)
         }
+        for (name, value) in extra {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
         _ = MHD_add_response_header(mhdResponse, "Server", "thumbd")
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 
     /// The request headers handlers use, looked up by name rather than all copied: copying
     /// every header into a dictionary was a visible share of a hit's cost.
-    static let headerNames = ["if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin"]
+    static let headerNames = ["host", "if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin"]
 
     private static func headers(_ connection: OpaquePointer) -> [String: String] {
         var headers: [String: String] = [:]

@@ -4,8 +4,12 @@ struct Router: HTTPHandler {
     let batches: BatchHandler
     let admin: AdminHandler
     let health: @Sendable () -> Bool
+    let requestGuard: RequestGuard
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        if let refusal = requestGuard.check(request, http11: request.isHTTP11) { return .response(refusal) }
+        let cors = requestGuard.corsHeaders(request)
+        if !cors.isEmpty { context.addResponseHeaders(cors) }
         if request.path == "/batches" || request.path.hasPrefix("/batches/") {
             return batches.handle(request, context: context)
         }

@@ -49,7 +49,9 @@ public final class Thumbd: Sendable {
             } catch {
                 return false
             }
-        })
+        }, requestGuard: RequestGuard(
+            listenHost: (try? ListenAddress(parsing: configuration.server.listen).host) ?? "127.0.0.1",
+            allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins))
         do {
             server = try HTTPServer(configuration: configuration.server, handler: router, logger: logger)
         } catch {

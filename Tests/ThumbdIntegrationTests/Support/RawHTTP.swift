@@ -59,8 +59,8 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
     deinit { close() }
 
     func send(_ method: String = "GET", _ target: String, headers: [String: String] = [:], body: [UInt8] = []) throws {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(headers["Host"] ?? "127.0.0.1")\r\n"
+        for (name, value) in headers where name != "Host" { text += "\(name): \(value)\r\n" }
         if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
         text += "\r\n"
         let bytes = Array(text.utf8) + body
@@ -69,6 +69,28 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             guard n > 0 else { throw HTTPTestError(description: "send: \(String(cString: strerror(errno)))") }
             sent += n
+        }
+    }
+
+    /// Sends bytes exactly as given.
+    func sendRaw(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw HTTPTestError(description: "send: \(String(cString: strerror(errno)))") }
+            sent += n
+        }
+    }
+
+    /// True when the server closed the connection (a read returns 0 or a reset) within the
+    /// socket's timeout; false when it is still open then.
+    func isClosedByServer() -> Bool {
+        while true {
+            if !buffer.isEmpty { buffer.removeAll() }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return true }
+            if n < 0 { return errno == ECONNRESET }
         }
     }
 
@@ -197,3 +219,6 @@ extension String {
         addingPercentEncoding(withAllowedCharacters: CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~")))!
     }
 }
+
+/// The header `POST /batches` needs.
+let json = ["Content-Type": "application/json"]

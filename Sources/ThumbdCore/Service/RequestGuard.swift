@@ -1,0 +1,110 @@
+import Foundation
+
+/// What a web page in the user's browser must not be able to do through thumbd, checked
+/// before any route runs. thumbd listens on loopback, which every page can reach:
+///
+/// - **DNS rebinding**: a page on `attacker.example` whose name later resolves to
+///   127.0.0.1 sends `Host: attacker.example`. Only the names thumbd is reached by are
+///   answered (loopback names, the listen address, `server.allowedHosts`); others get 421.
+///   HTTP/1.1 without `Host` is 400 (RFC 9112 §3.2).
+/// - **Cross-site requests**: a page can POST or DELETE to loopback without a CORS
+///   preflight. A state-changing request that carries a foreign `Origin` is 403 unless the
+///   origin is in `server.allowedOrigins`; `POST /batches` needs `Content-Type:
+///   application/json` (which a page cannot send cross-site without a preflight), else 415.
+/// - **CORS** for the allowed origins: preflights are answered, and responses carry
+///   `Access-Control-Allow-Origin` for them.
+struct RequestGuard: Sendable {
+    /// Lower-case host names (no port, no brackets) requests may name; empty set with
+    /// `anyHost` means any.
+    private let hosts: Set<String>
+    private let anyHost: Bool
+    private let origins: Set<String>
+
+    static let loopbackNames = ["localhost", "127.0.0.1", "::1"]
+
+    init(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) {
+        anyHost = allowedHosts.contains("*")
+        hosts = Set((Self.loopbackNames + [listenHost] + allowedHosts).map { Self.bareName($0) })
+        origins = Set(allowedOrigins.map { $0.lowercased() })
+    }
+
+    /// The verdict for a request: nil to go on, else the response to send.
+    func check(_ request: Request, http11: Bool) -> Response? {
+        guard let host = request.headers["host"] else {
+            return http11 ? .error(.badRequest("missing_host", "an HTTP/1.1 request needs a Host header")) : nil
+        }
+        guard anyHost || hosts.contains(Self.bareName(Self.stripPort(host))) else {
+            return .error(ThumbdError(status: 421, code: "misdirected_request",
+                                      message: "thumbd does not answer for this host name; add it to server.allowedHosts"))
+        }
+        let origin = request.headers["origin"]
+        if request.method == "OPTIONS" {
+            return preflight(origin: origin, host: host)
+        }
+        if let origin, !isSameOrAllowed(origin, host: host), Self.changesState(request.method) {
+            return .error(.forbidden("origin_not_allowed",
+                                     "requests that change state are refused from other origins; add it to server.allowedOrigins"))
+        }
+        if request.method == "POST", request.path == "/batches", !Self.isJSON(request.headers["content-type"]) {
+            return .error(ThumbdError(status: 415, code: "unsupported_media_type",
+                                      message: "POST /batches takes Content-Type: application/json"))
+        }
+        return nil
+    }
+
+    /// Headers every response to this request carries: CORS for an allowed foreign origin.
+    func corsHeaders(_ request: Request) -> [(String, String)] {
+        guard let origin = request.headers["origin"], origins.contains(origin.lowercased()) else { return [] }
+        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
+    }
+
+    private func preflight(origin: String?, host: String) -> Response {
+        let allow = ("Allow", "GET, HEAD, POST, DELETE, OPTIONS")
+        guard let origin else { return Response(status: 204, headers: [allow]) }
+        guard origins.contains(origin.lowercased()) || isSameOrigin(origin, host: host) else {
+            return .error(.forbidden("origin_not_allowed", "this origin may not make cross-origin requests; see server.allowedOrigins"))
+        }
+        return Response(status: 204, headers: [
+            allow,
+            ("Access-Control-Allow-Origin", origin),
+            ("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE"),
+            ("Access-Control-Allow-Headers", "Content-Type, Last-Event-ID, If-None-Match"),
+            ("Access-Control-Max-Age", "600"),
+            ("Vary", "Origin"),
+        ])
+    }
+
+    private func isSameOrAllowed(_ origin: String, host: String) -> Bool {
+        origins.contains(origin.lowercased()) || isSameOrigin(origin, host: host)
+    }
+
+    /// The page thumbd serves itself (`GET /`) posts with its own origin.
+    private func isSameOrigin(_ origin: String, host: String) -> Bool {
+        origin.lowercased() == "http://" + host.lowercased()
+    }
+
+    static func changesState(_ method: String) -> Bool {
+        method != "GET" && method != "HEAD" && method != "OPTIONS"
+    }
+
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
+        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+    }
+
+    /// `name:port` → `name`; `[v6]:port` → `[v6]`.
+    static func stripPort(_ host: String) -> String {
+        if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
+        if let colon = host.lastIndex(of: ":"), host.firstIndex(of: ":") == colon { return String(host[..<colon]) }
+        return host
+    }
+
+    /// Lower-case, without brackets or a trailing dot.
+    static func bareName(_ host: String) -> String {
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name.hasSuffix(".") { name.removeLast() }
+        return name
+    }
+}
