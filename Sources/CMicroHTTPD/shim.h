@@ -28,6 +28,8 @@ static inline struct MHD_Daemon *thumbd_mhd_start(
     unsigned int flags, const struct sockaddr *address,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
+    MHD_NotifyConnectionCallback notify_connection, void *(*uri_log)(void *, const char *, struct MHD_Connection *),
+    void *guard_cls,
     struct thumbd_mhd_logger *logger,
     unsigned int thread_pool_size, unsigned int connection_limit,
     unsigned int listen_backlog, unsigned int connection_timeout_s,
@@ -36,6 +38,8 @@ static inline struct MHD_Daemon *thumbd_mhd_start(
         { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&thumbd_mhd_log_trampoline, logger },
         { MHD_OPTION_SOCK_ADDR, 0, (void *)address },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls },
+        { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, guard_cls },
+        { MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_log, guard_cls },
         { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)thread_pool_size, NULL },
         { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)connection_limit, NULL },
         { MHD_OPTION_LISTEN_BACKLOG_SIZE, (intptr_t)listen_backlog, NULL },
@@ -59,6 +63,15 @@ static inline uint16_t thumbd_mhd_bind_port(struct MHD_Daemon *daemon) {
 }
 
 static const uint64_t thumbd_mhd_size_unknown = MHD_SIZE_UNKNOWN;
+
+/// Answers a connection that libmicrohttpd cannot answer itself (over the connection limit,
+/// a query its pool cannot hold, past its deadline): writes `response` if the socket takes
+/// it without blocking, then shuts the socket down, so that MHD sees the end of the stream
+/// and closes the connection through its own path. The fd stays MHD's to close.
+static inline void thumbd_refuse_connection(int fd, const char *response, size_t length) {
+    if (length > 0) (void)send(fd, response, length, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_RDWR);
+}
 
 // Watching suspended connections' sockets (MHD does not poll them): for the client hanging
 // up, and, when asked, for room to write. epoll_event is a packed struct that Swift

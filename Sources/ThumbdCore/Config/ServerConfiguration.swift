@@ -12,6 +12,13 @@ public struct ServerConfiguration: Sendable {
     public var listenBacklog = 4096
     /// `server.idleTimeoutSeconds`: an idle keep-alive connection is closed after this.
     public var idleTimeoutSeconds = 60
+    /// `server.requestTimeoutSeconds`: a request's headers and body must arrive within this
+    /// of its request line (a client trickling bytes is closed with 408). Before the request
+    /// line, `idleTimeoutSeconds` applies, whatever the client sends.
+    public var requestTimeoutSeconds = 20
+    /// Query parameters one request may carry; more get 414 (libmicrohttpd keeps a record
+    /// per parameter in the connection pool, which `maxRequestBytes` bounds).
+    public static let maxQueryParameters = 64
     /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414. It is also
     /// libmicrohttpd's per-connection memory pool, which it zeroes for every request and
     /// which every open event stream holds: 8 KB (twice the URL limit) instead of 32 KB
@@ -38,6 +45,7 @@ public struct ServerConfiguration: Sendable {
         maxConnections = try r.int("maxConnections", maxConnections)
         listenBacklog = try r.int("listenBacklog", listenBacklog)
         idleTimeoutSeconds = try r.int("idleTimeoutSeconds", idleTimeoutSeconds)
+        requestTimeoutSeconds = try r.int("requestTimeoutSeconds", requestTimeoutSeconds)
         maxRequestBytes = try r.int("maxRequestBytes", maxRequestBytes)
         maxBodyBytes = try r.int("maxBodyBytes", maxBodyBytes)
         shutdownGraceSeconds = try r.double("shutdownGraceSeconds", shutdownGraceSeconds)
@@ -52,6 +60,7 @@ public struct ServerConfiguration: Sendable {
         try require(maxConnections >= 16, "server.maxConnections", "must be at least 16")
         try require(listenBacklog >= 1, "server.listenBacklog", "must be positive")
         try require(idleTimeoutSeconds >= 1, "server.idleTimeoutSeconds", "must be positive")
+        try require(requestTimeoutSeconds >= 1, "server.requestTimeoutSeconds", "must be positive")
         try require(maxRequestBytes >= 4096, "server.maxRequestBytes", "must be at least 4096")
         try require(maxBodyBytes >= 1024, "server.maxBodyBytes", "must be at least 1024")
         try require(shutdownGraceSeconds >= 0, "server.shutdownGraceSeconds", "must not be negative")

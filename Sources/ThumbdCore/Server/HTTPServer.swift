@@ -18,7 +18,10 @@ public final class HTTPServer: Sendable {
                 logger: Logger = Logger(label: "thumbd.server")) throws {
         let address = try ListenAddress(parsing: configuration.listen)
         Self.raiseOpenFileLimit()
-        let core = ServerCore(handler: handler, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
+        let limits = ConnectionGuard.Limits(
+            maxConnections: configuration.maxConnections, idleTimeout: .seconds(configuration.idleTimeoutSeconds),
+            requestTimeout: .seconds(configuration.requestTimeoutSeconds), maxQueryParameters: ServerConfiguration.maxQueryParameters)
+        let core = ServerCore(handler: handler, maxBodyBytes: configuration.maxBodyBytes, limits: limits, logger: logger)
         let retainedCore = Unmanaged.passRetained(core)  // released in stop(), after MHD has stopped
         let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
@@ -27,8 +30,9 @@ public final class HTTPServer: Sendable {
             if isIPv6 { flags |= MHD_USE_IPv6.rawValue }
             return thumbd_mhd_start(
                 flags, socketAddress, accessHandler, retainedCore.toOpaque(),
-                requestCompleted, retainedCore.toOpaque(), loggerBox.raw,
-                UInt32(configuration.threads), UInt32(configuration.maxConnections),
+                requestCompleted, retainedCore.toOpaque(), connectionNotified, requestLineSeen, retainedCore.toOpaque(),
+                loggerBox.raw,
+                UInt32(configuration.threads), UInt32(configuration.maxConnections + ConnectionGuard.headroom),
                 UInt32(configuration.listenBacklog), UInt32(configuration.idleTimeoutSeconds),
                 configuration.maxRequestBytes)
         }
@@ -37,6 +41,7 @@ public final class HTTPServer: Sendable {
             retainedCore.release()
             loggerBox.free()
             core.watcher.stop()
+            core.connections.stop()
             throw ThumbdError(status: 500, code: "listen_failed", message: "cannot listen on \(configuration.listen): \(reason)")
         }
         self.core = core
@@ -78,6 +83,7 @@ public final class HTTPServer: Sendable {
         }
         MHD_stop_daemon(daemon.raw)
         core.watcher.stop()
+        core.connections.stop()
         Unmanaged.passUnretained(core).release()  // the retain handed to MHD as `cls`
         loggerBox.free()
     }
@@ -127,8 +133,8 @@ private struct LoggerPointer: @unchecked Sendable {
         raw = .allocate(capacity: 1)
         raw.initialize(to: thumbd_mhd_logger(fn: { ctx, message in
             guard let ctx, let message else { return }
-            let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
-            core.logger.warning("microhttpd", metadata: ["mhd.message": "\(String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines))"])
+            // Mostly clients' mistakes (a header too big, a bad request line): at a bounded rate.
+            Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue().log(mhdMessage: String(cString: message))
         }, ctx: core))
     }
 

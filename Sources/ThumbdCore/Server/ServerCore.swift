@@ -9,9 +9,12 @@ final class ServerCore: Sendable {
     let watcher = SocketWatcher()
     let logger: Logger
     let maxBodyBytes: Int
+    let connections: ConnectionGuard
+    private let mhdLog = RateLimitedLog(linesPerWindow: 5, window: .seconds(10))
     private let counts = Mutex<(refusing: Bool, suspended: Int, active: Int)>((false, 0, 0))
 
-    init(handler: any HTTPHandler, maxBodyBytes: Int, logger: Logger) {
+    init(handler: any HTTPHandler, maxBodyBytes: Int, limits: ConnectionGuard.Limits, logger: Logger) {
+        self.connections = ConnectionGuard(limits: limits)
         self.handler = handler
         self.maxBodyBytes = maxBodyBytes
         self.logger = logger
@@ -51,7 +54,12 @@ final class ServerCore: Sendable {
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let pointer = slot.pointee else {
-            // First call for this request: only record it. Answering now would cost keep-alive.
+            // First call for this request (its headers are in): refuse bad framing at once,
+            // with a close; otherwise only record it. Answering now would cost keep-alive.
+            if let refusal = Self.framingError(connection, http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
+                                               maxBodyBytes: maxBodyBytes) {
+                return Self.queue(.error(refusal), on: connection, core: self, extra: [("Connection", "close")])
+            }
             let context = RequestContext(connection: connection, server: self)
             slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
             counts.withLock { $0.active += 1 }
@@ -64,6 +72,7 @@ final class ServerCore: Sendable {
             return .YES
         }
         if context.start() {
+            connections.processing(thumbd_mhd_connection_fd(connection))
             guard let body = context.takeBody() else {
                 return Self.queue(.error(ThumbdError(status: 413, code: "body_too_large",
                                                      message: "the request body is larger than \(maxBodyBytes) bytes")),
@@ -92,7 +101,8 @@ final class ServerCore: Sendable {
         return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection, core: self)
     }
 
-    func completed(_ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+    func completed(_ connection: OpaquePointer?, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        if let connection { connections.completed(thumbd_mhd_connection_fd(connection)) }
         guard let pointer = slot.pointee else { return }
         slot.pointee = nil
         Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish()
@@ -136,6 +146,71 @@ final class ServerCore: Sendable {
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 
+    /// RFC 9112 §6.3: a request whose body length is ambiguous is refused and the connection
+    /// closed, since the next request's start could not be found. libmicrohttpd 0.9.75
+    /// waits out its timeout for a transfer coding other than `chunked`, accepts two
+    /// different Content-Length values and reads a body of 2^63 bytes; it answers
+    /// HTTP/1.1 without Host.
+    static func framingError(_ connection: OpaquePointer, http11: Bool, maxBodyBytes: Int) -> ThumbdError? {
+        func bad(_ message: String) -> ThumbdError { .badRequest("bad_framing", message) }
+        if http11, MHD_lookup_connection_value(connection, .HEADER_KIND, "host") == nil {
+            return .badRequest("missing_host", "an HTTP/1.1 request needs a Host header")
+        }
+        let coding = MHD_lookup_connection_value(connection, .HEADER_KIND, "transfer-encoding").map { String(cString: $0) }
+        let lengths = MHD_lookup_connection_value(connection, .HEADER_KIND, "content-length") == nil
+            ? [] : values(connection, named: "content-length")
+        if let coding {
+            guard coding.trimmingCharacters(in: .whitespaces).lowercased() == "chunked", http11 else {
+                return bad("the only transfer coding accepted is chunked (HTTP/1.1)")
+            }
+            guard lengths.isEmpty else { return bad("Transfer-Encoding and Content-Length together") }
+            guard values(connection, named: "transfer-encoding").count == 1 else { return bad("more than one Transfer-Encoding") }
+            return nil
+        }
+        guard !lengths.isEmpty else { return nil }
+        var length: UInt64?
+        for field in lengths {
+            for element in field.split(separator: ",", omittingEmptySubsequences: false) {
+                let digits = element.trimmingCharacters(in: .whitespaces)
+                guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                    return bad("Content-Length is not a number")
+                }
+                guard let value = UInt64(digits) else {
+                    return ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
+                }
+                if let length, length != value { return bad("two different Content-Length values") }
+                length = value
+            }
+        }
+        if let length, length > UInt64(maxBodyBytes) {
+            return ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
+        }
+        return nil
+    }
+
+    /// Every value of a header that may repeat (lower-case name).
+    private static func values(_ connection: OpaquePointer, named name: String) -> [String] {
+        let collector = ValueCollector(only: name)
+        withExtendedLifetime(collector) {
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+                if strcasecmp(key, collector.only) == 0 { collector.all.append(value.map { String(cString: $0) } ?? "") }
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.all
+    }
+
+    func log(mhdMessage: String) {
+        mhdLog.run { suppressed in
+            logger.notice("microhttpd", metadata: [
+                "mhd.message": "\(mhdMessage.trimmingCharacters(in: .whitespacesAndNewlines))",
+                "log.suppressed": "\(suppressed)",
+            ])
+        }
+    }
+
     /// The request headers handlers use, looked up by name rather than all copied: copying
     /// every header into a dictionary was a visible share of a hit's cost.
     static let headerNames = ["host", "if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin"]
@@ -166,6 +241,9 @@ final class ServerCore: Sendable {
 
 private final class ValueCollector {
     var values: [String: String] = [:]
+    var all: [String] = []
+    let only: String
+    init(only: String = "") { self.only = only }
     func add(_ key: String, _ value: String) {
         if values[key] == nil { values[key] = value }  // the first occurrence wins
     }
@@ -182,7 +260,25 @@ private let releaseBody: MHD_ContentReaderFreeCallback = { cls in
     Unmanaged<Bytes>.fromOpaque(cls).release()
 }
 
-let requestCompleted: MHD_RequestCompletedCallback = { cls, _, slot, _ in
+let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, slot, _ in
     guard let cls, let slot else { return }
-    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().completed(slot)
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().completed(connection, slot)
+}
+
+let connectionNotified: MHD_NotifyConnectionCallback = { cls, connection, _, event in
+    guard let cls, let connection else { return }
+    let fd = thumbd_mhd_connection_fd(connection)
+    guard fd >= 0 else { return }
+    let guardian = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections
+    if event == .CONNECTION_NOTIFY_STARTED { guardian.started(fd) } else { guardian.closed(fd) }
+}
+
+/// MHD's URI log callback: called with the request line's target before its query is parsed.
+/// Returns nil, so the first access-handler call still sees no request state.
+let requestLineSeen: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
+    cls, uri, connection in
+    guard let cls, let uri, let connection else { return nil }
+    let fd = thumbd_mhd_connection_fd(connection)
+    if fd >= 0 { Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections.requestLine(fd, uri: uri) }
+    return nil
 }

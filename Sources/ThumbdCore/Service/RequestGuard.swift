@@ -6,7 +6,6 @@ import Foundation
 /// - **DNS rebinding**: a page on `attacker.example` whose name later resolves to
 ///   127.0.0.1 sends `Host: attacker.example`. Only the names thumbd is reached by are
 ///   answered (loopback names, the listen address, `server.allowedHosts`); others get 421.
-///   HTTP/1.1 without `Host` is 400 (RFC 9112 §3.2).
 /// - **Cross-site requests**: a page can POST or DELETE to loopback without a CORS
 ///   preflight. A state-changing request that carries a foreign `Origin` is 403 unless the
 ///   origin is in `server.allowedOrigins`; `POST /batches` needs `Content-Type:
@@ -29,10 +28,8 @@ struct RequestGuard: Sendable {
     }
 
     /// The verdict for a request: nil to go on, else the response to send.
-    func check(_ request: Request, http11: Bool) -> Response? {
-        guard let host = request.headers["host"] else {
-            return http11 ? .error(.badRequest("missing_host", "an HTTP/1.1 request needs a Host header")) : nil
-        }
+    func check(_ request: Request) -> Response? {
+        guard let host = request.headers["host"] else { return nil }  // HTTP/1.0 (the server refuses 1.1 without)
         guard anyHost || hosts.contains(Self.bareName(Self.stripPort(host))) else {
             return .error(ThumbdError(status: 421, code: "misdirected_request",
                                       message: "thumbd does not answer for this host name; add it to server.allowedHosts"))

@@ -7,7 +7,7 @@ struct Router: HTTPHandler {
     let requestGuard: RequestGuard
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
-        if let refusal = requestGuard.check(request, http11: request.isHTTP11) { return .response(refusal) }
+        if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }
         if request.path == "/batches" || request.path.hasPrefix("/batches/") {

@@ -1,0 +1,162 @@
+internal import CMicroHTTPD
+import Dispatch
+import Synchronization
+
+/// The limits libmicrohttpd 0.9.75 does not enforce by itself, kept per connection (by
+/// socket) from MHD's connection notifications:
+///
+/// - **Deadlines.** MHD's timeout is an idle timeout: a client that trickles a byte a second
+///   never reaches it. Here a connection waiting for a request line is closed after
+///   `idleTimeout` whatever it sends, and a request must arrive whole (headers and body)
+///   within `requestTimeout` of its request line. While a request is processed (waiting for
+///   a fetch, streaming events) there is no deadline.
+/// - **The connection limit.** At MHD's own limit new clients would wait in the kernel
+///   backlog with no answer; MHD is given some headroom, and past `maxConnections` a new
+///   connection gets a 503 and a close at once.
+/// - **Query parameters.** Each one takes a record in MHD's per-connection pool; past what
+///   the pool holds MHD cannot even build its error response and the client hangs. The
+///   request line is seen before they are parsed, and too many get a 414 and a close.
+///
+/// Refusing writes a fixed answer and shuts the socket down (`thumbd_refuse_connection`);
+/// MHD then closes the connection through its own path. Entries are removed in MHD's
+/// "closed" notification, which comes before MHD closes the socket, and refusals happen
+/// under the same lock, so a socket number is never acted on after it was reused.
+final class ConnectionGuard: Sendable {
+    struct Limits: Sendable {
+        var maxConnections: Int
+        var idleTimeout: Duration
+        var requestTimeout: Duration
+        var maxQueryParameters: Int
+    }
+
+    /// Headroom given to MHD above `maxConnections`, so that it keeps accepting and this
+    /// guard can answer the excess.
+    static let headroom = 64
+
+    private enum Phase { case awaiting, receiving, processing }
+    private struct Entry {
+        var phase: Phase
+        var since: ContinuousClock.Instant
+    }
+
+    let limits: Limits
+    private let entries = Mutex<[Int32: Entry]>([:])
+    private let timer: DeadlineTimer
+    private let refusedCount = Atomic<Int>(0)
+
+    init(limits: Limits) {
+        self.limits = limits
+        let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.server.deadlines"))
+        timer = DeadlineTimer(source)
+        source.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        source.setEventHandler { [weak self] in self?.reap() }
+        source.resume()
+    }
+
+    func stop() { timer.cancel() }
+
+    /// Connections refused or closed by this guard since start.
+    var refused: Int { refusedCount.load(ordering: .relaxed) }
+
+    // MARK: MHD notifications (MHD threads)
+
+    func started(_ fd: Int32) {
+        entries.withLock { entries in
+            guard entries.count < limits.maxConnections else {
+                refuse(fd, Self.tooManyConnections)
+                return
+            }
+            entries[fd] = Entry(phase: .awaiting, since: .now)
+        }
+    }
+
+    func closed(_ fd: Int32) {
+        _ = entries.withLock { $0.removeValue(forKey: fd) }
+    }
+
+    /// A request line arrived; its query is not parsed yet.
+    func requestLine(_ fd: Int32, uri: UnsafePointer<CChar>) {
+        var parameters = 0
+        var pointer = uri
+        var inQuery = false
+        while pointer.pointee != 0 {
+            let byte = UInt8(bitPattern: pointer.pointee)
+            if byte == UInt8(ascii: "?") && !inQuery {
+                inQuery = true
+                parameters = 1
+            } else if inQuery && (byte == UInt8(ascii: "&") || byte == UInt8(ascii: ";")) {
+                parameters += 1
+            }
+            pointer += 1
+        }
+        entries.withLock { entries in
+            guard entries[fd] != nil else { return }
+            if parameters > limits.maxQueryParameters {
+                refuse(fd, Self.tooManyParameters)
+                entries[fd] = nil
+                return
+            }
+            entries[fd] = Entry(phase: .receiving, since: .now)
+        }
+    }
+
+    /// The request is complete and goes to its handler: no deadline until it is answered.
+    func processing(_ fd: Int32) {
+        entries.withLock { entries in
+            if entries[fd] != nil { entries[fd]!.phase = .processing }
+        }
+    }
+
+    /// The response was sent: the connection waits for the next request.
+    func completed(_ fd: Int32) {
+        entries.withLock { entries in
+            if entries[fd] != nil { entries[fd] = Entry(phase: .awaiting, since: .now) }
+        }
+    }
+
+    // MARK: Deadlines
+
+    private func reap() {
+        let now = ContinuousClock.now
+        entries.withLock { entries in
+            for (fd, entry) in entries {
+                let expired = switch entry.phase {
+                case .awaiting: now - entry.since > limits.idleTimeout
+                case .receiving: now - entry.since > limits.requestTimeout
+                case .processing: false
+                }
+                guard expired else { continue }
+                refuse(fd, entry.phase == .receiving ? Self.requestTimeout : [])
+                entries[fd] = nil
+            }
+        }
+    }
+
+    private func refuse(_ fd: Int32, _ response: [UInt8]) {
+        refusedCount.add(1, ordering: .relaxed)
+        response.withUnsafeBytes { bytes in
+            thumbd_refuse_connection(fd, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+        }
+    }
+
+    private static func canned(_ status: String, _ error: ThumbdError, _ extra: String = "") -> [UInt8] {
+        let body = error.jsonBody
+        return Array("HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n\(extra)Content-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body.array
+    }
+
+    static let tooManyConnections = canned(
+        "503 Service Unavailable", .unavailable("too_many_connections", "thumbd holds as many connections as it may"), "Retry-After: 1\r\n")
+    static let tooManyParameters = canned(
+        "414 URI Too Long", ThumbdError(status: 414, code: "too_many_parameters", message: "the query has too many parameters"))
+    static let requestTimeout = canned(
+        "408 Request Timeout", ThumbdError(status: 408, code: "request_timeout", message: "the request did not arrive in time"))
+}
+
+
+/// The deadline timer: set up once, cancelled once; Dispatch sources are thread-safe.
+private final class DeadlineTimer: @unchecked Sendable {
+    private let source: any DispatchSourceTimer
+    init(_ source: any DispatchSourceTimer) { self.source = source }
+    func cancel() { source.cancel() }
+    deinit { source.cancel() }
+}
