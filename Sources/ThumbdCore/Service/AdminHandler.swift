@@ -18,7 +18,8 @@ struct AdminHandler: Sendable {
                 "hits":\(counters.hits.load(ordering: .relaxed)),"misses":\(counters.misses.load(ordering: .relaxed)),\
                 "coalesced":\(counters.coalesced.load(ordering: .relaxed)),"stale":\(counters.stale.load(ordering: .relaxed)),\
                 "hitRatio":\(counters.hitRatio),"fetchesInFlight":\(now.fetches),"waitingRequests":\(now.waiting),\
-                "openEventStreams":\(now.streams),"runningBatches":\(now.running),"keptBatches":\(now.kept)}\n
+                "openEventStreams":\(now.streams),"runningBatches":\(now.running),"keptBatches":\(now.kept),\
+                "storeWritable":\(source.store.writeHealth == nil)}\n
                 """, headers: [("Cache-Control", "no-store")])
         case ("/cache", "DELETE"):
             do {
@@ -34,7 +35,9 @@ struct AdminHandler: Sendable {
             } catch let error as ThumbdError {
                 return .error(error)
             } catch {
-                return .error(ThumbdError(status: 500, code: "store_failed", message: "\(error)"))
+                // The cause (a full disk) is in the log and in /healthz; not SQLite's text here.
+                return .error(.unavailable("store_unavailable", "the cache cannot be written now; see /healthz"),
+                              headers: [("Retry-After", "10")])
             }
         case ("/stats", _):
             return Router.notAllowed("GET, HEAD")

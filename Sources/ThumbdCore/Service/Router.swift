@@ -3,7 +3,7 @@ struct Router: HTTPHandler {
     let thumb: ThumbHandler
     let batches: BatchHandler
     let admin: AdminHandler
-    let health: @Sendable () -> Bool
+    let health: @Sendable () -> Health
     let requestGuard: RequestGuard
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
@@ -28,12 +28,26 @@ struct Router: HTTPHandler {
             return thumb.handle(request, context: context)
         case "/healthz":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return .response(health()
-                ? .json(200, "{\"status\":\"ok\"}\n", headers: [("Cache-Control", "no-store")])
-                : .error(.unavailable("unhealthy", "the cache database cannot be read")))
+            switch health() {
+            case .ok:
+                return .response(.json(200, "{\"status\":\"ok\"}\n", headers: [("Cache-Control", "no-store")]))
+            case .degraded(let reason):
+                // Still serving (hits, and fetches without storing): 200, but said.
+                return .response(.json(200, "{\"status\":\"degraded\",\"reason\":\(JSONText.quote(reason))}\n",
+                                       headers: [("Cache-Control", "no-store")]))
+            case .unhealthy:
+                return .response(.error(.unavailable("unhealthy", "the cache database cannot be read")))
+            }
         default:
             return .response(.error(ThumbdError(status: 404, code: "not_found", message: "no route for \(request.path)")))
         }
+    }
+
+    enum Health: Sendable {
+        case ok
+        /// Serving, but not storing: writes to the cache fail (a full disk).
+        case degraded(String)
+        case unhealthy
     }
 
     static func notAllowed(_ allow: String) -> Response {

@@ -45,10 +45,13 @@ public final class Thumbd: Sendable {
                             admin: admin, health: {
             do {
                 _ = try store.lookup("thumbd:healthz")  // a read on a pooled connection
-                return true
             } catch {
-                return false
+                return .unhealthy
             }
+            if let failure = store.writeHealth {
+                return .degraded("cache writes fail since \(failure.since.formatted(.iso8601)): \(failure.reason)")
+            }
+            return .ok
         }, requestGuard: RequestGuard(
             listenHost: (try? ListenAddress(parsing: configuration.server.listen).host) ?? "127.0.0.1",
             allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins))

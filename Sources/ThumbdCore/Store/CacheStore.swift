@@ -24,6 +24,16 @@ public final class CacheStore: Sendable {
     private let closed = Mutex(false)
     private let hot: HotCache
     private let logger: Logger
+    /// The last write failure, while writes fail (cleared by the next success).
+    private let writeFailure = Mutex<WriteFailure?>(nil)
+    private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
+
+    /// Why writes fail: the disk is full, or another I/O error. Reads go on meanwhile.
+    public struct WriteFailure: Sendable, Equatable {
+        public var reason: String
+        public var since: Date
+        public var count: Int
+    }
 
     public init(configuration: StoreConfiguration, logger: Logger = Logger(label: "thumbd.store")) throws {
         self.configuration = configuration
@@ -39,6 +49,11 @@ public final class CacheStore: Sendable {
             // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
             // lose the last transactions but never corrupts the file. A cache can refetch.
             try db.execute("PRAGMA synchronous = NORMAL")
+            // Debian builds SQLite with SECURE_DELETE, which overwrites every freed page: an
+            // eviction or purge then writes as much to the WAL as it frees, and on a full
+            // disk cannot run at all. A cache has no secrets to scrub; FAST only zeroes
+            // what costs no extra I/O.
+            try db.execute("PRAGMA secure_delete = FAST")
             try Schema.migrate(db)
         } catch {
             db.close()
@@ -86,9 +101,11 @@ public final class CacheStore: Sendable {
                 try writer.insert(object, lastAccess: Self.nowMilliseconds())
                 try evictIfNeeded()
             }
-            if case .failure(let error) = result {
+            switch result {
+            case .success: writeSucceeded()
+            case .failure(let error):
                 hot.remove([object.key])
-                logger.error("store.insert failed", metadata: ["error": "\(error)", "cache.key": "\(object.key)"])
+                writeFailed(error, context: "store.insert")
             }
             completion(result)
         }
@@ -103,10 +120,51 @@ public final class CacheStore: Sendable {
     /// Removes one key, or everything when `key` is nil. Returns how many objects went.
     public func purge(_ key: String?) throws -> Int {
         try writerQueue.sync {
-            let removed = try writer.purge(key)
-            if let key { hot.remove([key]) } else { hot.removeAll() }
-            return removed
+            do {
+                let removed: Int
+                do {
+                    removed = try writer.purge(key)
+                } catch {
+                    writer.recover()  // gives back the WAL's space; a full disk may then take the delete
+                    removed = try writer.purge(key)
+                }
+                if let key { hot.remove([key]) } else { hot.removeAll() }
+                writeSucceeded()
+                return removed
+            } catch {
+                writeFailed(error, context: "store.purge")
+                throw error
+            }
         }
+    }
+
+    /// Nil while writes succeed; the failure while they do not.
+    public var writeHealth: WriteFailure? { writeFailure.withLock { $0 } }
+
+    /// On the writer queue, after any failed write: counters are made true again, space is
+    /// given back, and the condition is reported (at a bounded rate).
+    private func writeFailed(_ error: any Error, context: String) {
+        writer.recover()
+        let reason: String
+        if let error = error as? SQLiteError, error.code & 0xFF == 13 {  // SQLITE_FULL
+            reason = "the disk is full"
+        } else {
+            reason = "\(error)"
+        }
+        let count = writeFailure.withLock { failure -> Int in
+            failure = WriteFailure(reason: reason, since: failure?.since ?? Date(), count: (failure?.count ?? 0) + 1)
+            return failure!.count
+        }
+        failureLog.run { suppressed in
+            logger.error("store.write failed; serving what is cached, not storing", metadata: [
+                "operation": "\(context)", "error": "\(error)", "store.failures": "\(count)", "log.suppressed": "\(suppressed)",
+            ])
+        }
+    }
+
+    private func writeSucceeded() {
+        guard let recovered = writeFailure.withLock({ failure in defer { failure = nil }; return failure }) else { return }
+        logger.notice("store.write recovered", metadata: ["store.failures": "\(recovered.count)"])
     }
 
     public func statistics() -> Statistics {
@@ -162,7 +220,7 @@ public final class CacheStore: Sendable {
         do {
             try writer.touch(batch)
         } catch {
-            logger.warning("store.touch failed", metadata: ["error": "\(error)"])
+            writeFailed(error, context: "store.touch")
         }
     }
 

@@ -25,8 +25,10 @@ final class WriterState: @unchecked Sendable {
         }
     }
 
+    /// Counters change only once the commit succeeded: a COMMIT that fails (SQLITE_FULL)
+    /// rolls the row back, and must not leave the totals claiming it.
     func insert(_ object: CachedObject, lastAccess: Int64) throws {
-        try db.transaction {
+        let replacedSize: Int64? = try db.transaction {
             let old = try db.cached("SELECT size FROM objects WHERE key = ?")
             try old.bind([.text(object.key)])
             let replacedSize: Int64? = try old.step() ? old.int64(0) : nil
@@ -44,9 +46,18 @@ final class WriterState: @unchecked Sendable {
                 object.lastModified.map(SQLiteValue.text) ?? .null,
                 .integer(object.fetchedAt), .integer(object.expiresAt), .integer(lastAccess), .blob(object.body),
             ])
-            totalBytes += Int64(object.body.count) - (replacedSize ?? 0)
-            if replacedSize == nil { objectCount += 1 }
+            return replacedSize
         }
+        totalBytes += Int64(object.body.count) - (replacedSize ?? 0)
+        if replacedSize == nil { objectCount += 1 }
+    }
+
+    /// After a failed write: the totals are read again from what is committed, and the WAL
+    /// is checkpointed and truncated, which gives back the disk space a full disk needs
+    /// (a failed transaction leaves the WAL file at its largest).
+    func recover() {
+        try? loadTotals()
+        try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     func touch(_ batch: [String: Int64]) throws {
