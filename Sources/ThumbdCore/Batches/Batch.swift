@@ -45,6 +45,20 @@ public final class Batch: Sendable {
     var finishedAt: ContinuousClock.Instant? { state.withLock { $0.finishedAt } }
     var count: Int { state.withLock { $0.items.count } }
 
+    /// Memory a kept batch holds, roughly: its event log and its items' strings.
+    /// Computed once the batch is finished (it no longer changes), at every call before.
+    var retainedBytes: Int {
+        if let known = finishedBytes.withLock({ $0 }) { return known }
+        let (items, finished) = state.withLock { state in
+            (state.items.reduce(0) { $0 + MemoryLayout<Item>.stride + $1.url.utf8.count + ($1.src?.utf8.count ?? 0)
+                + ($1.clientID?.utf8.count ?? 0) }, state.finishedAt != nil)
+        }
+        let bytes = items + log.retainedBytes
+        if finished { finishedBytes.withLock { $0 = bytes } }
+        return bytes
+    }
+    private let finishedBytes = Mutex<Int?>(nil)
+
     // MARK: Transitions
 
     /// The item now waits on a fetch: remember how to leave it and follow its progress.

@@ -40,6 +40,7 @@ final class BatchRegistry: Sendable {
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
         let batch = Batch(id: id, items: request.items,
                           progressInterval: .milliseconds(configuration.progressIntervalMilliseconds))
+        pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
             batches[id] = batch
@@ -115,13 +116,41 @@ final class BatchRegistry: Sendable {
         }
     }
 
-    private func tick() {
+    /// Forgets finished batches past their retention, then the oldest finished ones past
+    /// `maxKept` or `maxKeptBytes`. Runs before each new batch and on every keepalive tick,
+    /// so kept memory stays within the budget plus the batches running meanwhile.
+    private func pruneFinished() {
         let now = ContinuousClock.now
         let retention = Duration.seconds(configuration.retentionSeconds)
-        let live = batches.withLock { batches -> [Batch] in
-            batches = batches.filter { _, batch in batch.finishedAt.map { now - $0 < retention } ?? true }
-            return Array(batches.values)
+        batches.withLock { batches in
+            var finished: [(id: String, at: ContinuousClock.Instant, bytes: Int)] = []
+            for (id, batch) in batches {
+                guard let at = batch.finishedAt else { continue }
+                if now - at >= retention {
+                    batches[id] = nil
+                } else {
+                    finished.append((id, at, batch.retainedBytes))
+                }
+            }
+            var bytes = finished.reduce(0) { $0 + $1.bytes }
+            var count = finished.count
+            for oldest in finished.sorted(by: { $0.at < $1.at }) {
+                guard count > configuration.maxKept || bytes > configuration.maxKeptBytes else { break }
+                batches[oldest.id] = nil
+                count -= 1
+                bytes -= oldest.bytes
+            }
         }
+    }
+
+    /// Memory held by finished batches (for tests and /stats).
+    var keptFinishedBytes: Int {
+        batches.withLock { $0.values.filter(\.isFinished).reduce(0) { $0 + $1.retainedBytes } }
+    }
+
+    private func tick() {
+        pruneFinished()
+        let live = batches.withLock { Array($0.values) }
         for batch in live {
             Delivery.wake(batch.log.allSubscribers(), keepalive: true)
         }

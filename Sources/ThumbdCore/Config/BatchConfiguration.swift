@@ -8,6 +8,11 @@ public struct BatchConfiguration: Sendable {
     public var maxOpen = 1000
     /// `batches.retentionSeconds`: a finished batch stays queryable this long, then 404.
     public var retentionSeconds = 600
+    /// `batches.maxKept`: finished batches kept queryable at most; the oldest goes first.
+    public var maxKept = 1000
+    /// `batches.maxKeptBytes`: memory finished batches may hold (their events and items);
+    /// past it the oldest finished batch goes first (then 404, like an expired one).
+    public var maxKeptBytes = 64 << 20
     /// `batches.keepaliveSeconds`: a `: keepalive` comment on idle event streams this often.
     public var keepaliveSeconds = 15.0
     /// `batches.retryMilliseconds`: the `retry:` an event stream starts with (EventSource's
@@ -23,6 +28,8 @@ public struct BatchConfiguration: Sendable {
         maxItems = try r.int("maxItems", maxItems)
         maxOpen = try r.int("maxOpen", maxOpen)
         retentionSeconds = try r.int("retentionSeconds", retentionSeconds)
+        maxKept = try r.int("maxKept", maxKept)
+        maxKeptBytes = try r.int("maxKeptBytes", maxKeptBytes)
         keepaliveSeconds = try r.double("keepaliveSeconds", keepaliveSeconds)
         retryMilliseconds = try r.int("retryMilliseconds", retryMilliseconds)
         progressIntervalMilliseconds = try r.int("progressIntervalMilliseconds", progressIntervalMilliseconds)
@@ -33,6 +40,8 @@ public struct BatchConfiguration: Sendable {
         try require(maxItems >= 1, "batches.maxItems", "must be positive")
         try require(maxOpen >= 1, "batches.maxOpen", "must be positive")
         try require(retentionSeconds >= 0, "batches.retentionSeconds", "must not be negative")
+        try require(maxKept >= 0, "batches.maxKept", "must not be negative")
+        try require(maxKeptBytes >= 0, "batches.maxKeptBytes", "must not be negative")
         try require(keepaliveSeconds >= 0.05, "batches.keepaliveSeconds", "must be at least 0.05")
         try require(retryMilliseconds >= 0, "batches.retryMilliseconds", "must not be negative")
         try require(progressIntervalMilliseconds >= 0, "batches.progressIntervalMilliseconds", "must not be negative")

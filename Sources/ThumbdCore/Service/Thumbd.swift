@@ -22,6 +22,9 @@ public final class Thumbd: Sendable {
     /// Distinct fetches in flight (queued or running).
     public var fetchesInFlight: Int { coalescer.inFlightCount }
 
+    /// Memory held by finished batches kept for their retention.
+    public var keptBatchBytes: Int { batches.keptFinishedBytes }
+
     /// Open `text/event-stream` responses.
     public var openEventStreams: Int { batches.openStreams }
 
