@@ -84,7 +84,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 finished = done
                 if events.isEmpty { break }
                 for event in events {
-                    let n = put(event.text[state.offset...])
+                    let n = put(event.text[(event.text.startIndex + state.offset)...])  // a slice of a shared buffer once compacted
                     state.offset += n
                     guard state.offset == event.text.count else { return .data(written) }  // buffer full mid-event
                     state.offset = 0
