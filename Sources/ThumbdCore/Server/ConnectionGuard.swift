@@ -79,8 +79,11 @@ final class ConnectionGuard: Sendable {
         var parameters = 0
         var pointer = uri
         var inQuery = false
+        var nul = false
         while pointer.pointee != 0 {
             let byte = UInt8(bitPattern: pointer.pointee)
+            // "%00" in the path: MHD decodes it in place and the path ends there ("/%00x" is "/").
+            if !inQuery && byte == UInt8(ascii: "%") && pointer[1] == 0x30 && pointer[2] == 0x30 { nul = true }
             if byte == UInt8(ascii: "?") && !inQuery {
                 inQuery = true
                 parameters = 1
@@ -91,8 +94,8 @@ final class ConnectionGuard: Sendable {
         }
         entries.withLock { entries in
             guard entries[fd] != nil else { return }
-            if parameters > limits.maxQueryParameters {
-                refuse(fd, Self.tooManyParameters)
+            if parameters > limits.maxQueryParameters || nul {
+                refuse(fd, nul ? Self.nulInPath : Self.tooManyParameters)
                 entries[fd] = nil
                 return
             }
@@ -148,6 +151,8 @@ final class ConnectionGuard: Sendable {
         "503 Service Unavailable", .unavailable("too_many_connections", "thumbd holds as many connections as it may"), "Retry-After: 1\r\n")
     static let tooManyParameters = canned(
         "414 URI Too Long", ThumbdError(status: 414, code: "too_many_parameters", message: "the query has too many parameters"))
+    static let nulInPath = canned(
+        "400 Bad Request", .badRequest("malformed_path", "the path contains an encoded NUL byte"))
     static let requestTimeout = canned(
         "408 Request Timeout", ThumbdError(status: 408, code: "request_timeout", message: "the request did not arrive in time"))
 }
