@@ -27,6 +27,7 @@ public final class CacheStore: Sendable {
     /// The last write failure, while writes fail (cleared by the next success).
     private let writeFailure = Mutex<WriteFailure?>(nil)
     private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
+    private let reserve: SpaceReserve
 
     /// Why writes fail: the disk is full, or another I/O error. Reads go on meanwhile.
     public struct WriteFailure: Sendable, Equatable {
@@ -60,6 +61,8 @@ public final class CacheStore: Sendable {
             throw error
         }
         writer = WriterState(db: db)
+        reserve = SpaceReserve(databasePath: configuration.path)
+        writerQueue.sync { reserve.ensure() }
         try writerQueue.sync { try writer.loadTotals() }
         let timer = DispatchSource.makeTimerSource(queue: writerQueue)
         let interval = DispatchTimeInterval.milliseconds(configuration.accessFlushMilliseconds)
@@ -125,7 +128,9 @@ public final class CacheStore: Sendable {
                 do {
                     removed = try writer.purge(key)
                 } catch {
-                    writer.recover()  // gives back the WAL's space; a full disk may then take the delete
+                    // A full disk cannot take even a delete: give up the reserve, then retry.
+                    guard reserve.release() else { throw error }
+                    writer.recover()
                     removed = try writer.purge(key)
                 }
                 if let key { hot.remove([key]) } else { hot.removeAll() }
@@ -163,6 +168,7 @@ public final class CacheStore: Sendable {
     }
 
     private func writeSucceeded() {
+        reserve.ensure()
         guard let recovered = writeFailure.withLock({ failure in defer { failure = nil }; return failure }) else { return }
         logger.notice("store.write recovered", metadata: ["store.failures": "\(recovered.count)"])
     }
