@@ -16,10 +16,11 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /hostile/KIND?…                                  a broken or malicious response (see HOSTILE)
     /__stats                     {"requests": {path: n}, "aborted": {path: n}, "order": [path, ...]}
 
-Prints "PORT <n>" on its first line. Listens on 127.0.0.1 only. Exits when stdin closes.
+Prints "PORT <n>" on its first line. Listens on 127.0.0.1 only (or $TESTORIGIN_HOST). Exits when stdin closes.
 """
 import hashlib
 import json
+import os
 import select
 import socket
 import sys
@@ -311,7 +312,8 @@ class Server(ThreadingHTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), Handler)
+    host = os.environ.get("TESTORIGIN_HOST", "127.0.0.1")  # another local address, in a test's own netns
+    server = Server((host, int(sys.argv[1]) if len(sys.argv) > 1 else 0), Handler)
     print("PORT %d" % server.server_address[1], flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
