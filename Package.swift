@@ -47,6 +47,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // libFuzzer target for the parsers of untrusted input (scripts/fuzz); without
+        // -DFUZZING it replays a corpus. Debug builds only (@testable import).
+        .executableTarget(
+            name: "ThumbdFuzz",
+            dependencies: ["ThumbdCore"]),
+
         .testTarget(
             name: "ThumbdCoreTests",
             dependencies: ["ThumbdCore"]),

@@ -39,6 +39,18 @@ struct DestinationPolicyTests {
         #expect((try? DestinationPolicy(allowPrivateNetworks: true, allowHosts: []).validate("http://\(host):8080/a.jpg")) != nil)
     }
 
+    @Test("control characters and spaces are malformed; a normalized URL is its own normal form (found by fuzzing)")
+    func controlCharacters() throws {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        for raw in ["http://example.org/a\u{0}b", "http://example.org/a b", "http://example.org/\nx", "http://example.org/\u{7F}"] {
+            #expect(throws: ThumbdError.self) { try policy.validate(raw) }
+        }
+        for raw in ["http://example.org/caf\u{E9}.jpg", "http://example.org/%E2%82%AC?q=%zz", "http://EXAMPLE.org:80/a/../b#x"] {
+            let once = try policy.validate(raw)
+            #expect(try policy.validate(once.url) == once, "\(raw)")
+        }
+    }
+
     @Test("a port outside 1-65535 is a malformed URL", arguments: ["99999", "70000", "0", "65536"])
     func portRange(_ port: String) {
         let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])

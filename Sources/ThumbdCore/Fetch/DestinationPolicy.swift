@@ -42,6 +42,12 @@ public struct DestinationPolicy: Sendable {
         guard raw.utf8.count <= maxURLLength else {
             throw .badRequest("url_too_long", "the url is longer than \(maxURLLength) bytes")
         }
+        // Control bytes and spaces are never part of a URL (RFC 3986); Foundation would
+        // percent-encode them, so the URL would not be its own normalized form (found by
+        // fuzzing: a batch's src would then name a second cache key).
+        guard !raw.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+            throw .badRequest("malformed_url", "the url contains spaces or control characters")
+        }
         guard var components = URLComponents(string: raw), let scheme = components.scheme?.lowercased() else {
             throw .badRequest("malformed_url", "the url is not an absolute URL")
         }

@@ -13,6 +13,7 @@ final class ObjectSource: Sendable {
     let counters = CacheCounters()
     private let configuration: ThumbdConfiguration
     private let logger: Logger
+    private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
 
     init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop,
          configuration: ThumbdConfiguration, logger: Logger) {
@@ -91,7 +92,10 @@ final class ObjectSource: Sendable {
             store.insert(negative) { [coalescer] _ in coalescer.release(key: key, job: job) }
         case .failure(let error):
             if error != .cancelled {
-                logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)"])
+                // Any page can make thumbd fetch what fails: at a bounded rate.
+                failureLog.run { suppressed in
+                    logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)", "log.suppressed": "\(suppressed)"])
+                }
             }
             coalescer.complete(key: key, job: job, with: .failure(error))
         }
