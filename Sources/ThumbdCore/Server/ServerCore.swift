@@ -74,9 +74,7 @@ final class ServerCore: Sendable {
         if context.start() {
             connections.processing(thumbd_mhd_connection_fd(connection))
             guard let body = context.takeBody() else {
-                return Self.queue(.error(ThumbdError(status: 413, code: "body_too_large",
-                                                     message: "the request body is larger than \(maxBodyBytes) bytes")),
-                                  on: connection, core: self)
+                return Self.queue(.error(Self.bodyTooLarge(maxBodyBytes)), on: connection, core: self)
             }
             let http11 = version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false
             let request = Request(
@@ -175,17 +173,17 @@ final class ServerCore: Sendable {
                 guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
                     return bad("Content-Length is not a number")
                 }
-                guard let value = UInt64(digits) else {
-                    return ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
-                }
+                guard let value = UInt64(digits) else { return bodyTooLarge(maxBodyBytes) }
                 if let length, length != value { return bad("two different Content-Length values") }
                 length = value
             }
         }
-        if let length, length > UInt64(maxBodyBytes) {
-            return ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
-        }
+        if let length, length > UInt64(maxBodyBytes) { return bodyTooLarge(maxBodyBytes) }
         return nil
+    }
+
+    static func bodyTooLarge(_ maxBodyBytes: Int) -> ThumbdError {
+        ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
     }
 
     /// Every value of a header that may repeat (lower-case name).
