@@ -34,7 +34,7 @@ struct DestinationPolicyTests {
         do {
             _ = try policy.validate("http://\(host):8080/a.jpg")
         } catch {
-            #expect(error.code == "destination_not_allowed")
+            #expect(error.code == .destinationNotAllowed)
         }
         #expect((try? DestinationPolicy(allowPrivateNetworks: true, allowHosts: []).validate("http://\(host):8080/a.jpg")) != nil)
     }
@@ -58,7 +58,7 @@ struct DestinationPolicyTests {
             _ = try policy.validate("http://example.org:\(port)/a.jpg")
             Issue.record("accepted port \(port)")
         } catch {
-            #expect(error.code == "malformed_url")
+            #expect(error.code == .malformedURL)
             #expect(error.status == 400)
         }
     }

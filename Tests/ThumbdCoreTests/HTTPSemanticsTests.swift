@@ -50,9 +50,29 @@ struct HTTPSemanticsTests {
         #expect(ObjectSource.etag(of: Bytes([1, 2, 3])) != ObjectSource.etag(of: Bytes([1, 2, 4])))
     }
 
+    @Test("every error code has one status, a 4xx or 5xx, and a unique snake_case name")
+    func errorTable() {
+        for code in ErrorCode.allCases {
+            #expect((400...599).contains(code.status), "\(code)")
+            #expect(code.rawValue.allSatisfy { $0.isLowercase || $0 == "_" }, "\(code)")
+        }
+        #expect(Set(ErrorCode.allCases.map(\.rawValue)).count == ErrorCode.allCases.count)
+        #expect(ThumbdError.upstreamStatus(410).status == 410)
+        #expect(ThumbdError.upstreamStatus(404).code == .upstreamNotFound)
+    }
+
+    @Test("the README's error table lists every code a client can see")
+    func readmeTable() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        for code in ErrorCode.allCases where ![.cancelled, .internalError, .listenFailed].contains(code) {
+            #expect(readme.contains("`\(code.rawValue)`"), "\(code.rawValue) is not in the README")
+        }
+    }
+
     @Test("error bodies are the contract's JSON")
     func errorJSON() throws {
-        let error = ThumbdError.badRequest("bad_parameter", "a \"quoted\"\nline")
+        let error = ThumbdError.badRequest(.badParameter, "a \"quoted\"\nline")
         let object = try JSONSerialization.jsonObject(with: Data(error.jsonBody.array)) as? [String: String]
         #expect(object == ["error": "bad_parameter", "message": "a \"quoted\"\nline"])
     }

@@ -54,7 +54,7 @@ struct BatchTests {
         let origin = try TestOrigin()
         let daemon = try TestDaemon { $0.upstream.allowHosts = ["127.0.0.1"] }
         defer { daemon.remove(); origin.stop() }
-        let urls = [origin.url("/img/b1.jpg"), origin.url("/png/b2.png"), origin.url("/slow?size=30000&chunk=6000&every=100"),
+        let urls = [origin.url("/img/b1.jpg"), origin.url("/png/b2.png"), origin.url("/slow?size=30000&chunk=3000&every=200"),  // ~2 s: two progress events even on a loaded machine
                     origin.url("/status/404"), origin.url("/not-an-image"), "ftp://example.org/x.jpg",
                     "http://localhost:\(origin.port)/img/b3.jpg"]
         let batch = try await daemon.createBatch(urls)

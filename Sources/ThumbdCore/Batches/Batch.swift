@@ -112,7 +112,7 @@ public final class Batch: Sendable {
         finish(index, as: .failed) { item, _ in
             """
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
-            "status":\(error.status),"error":\(JSONText.quote(error.code)),"message":\(JSONText.quote(error.message))}
+            "status":\(error.status),"error":\(JSONText.quote(error.code.rawValue)),"message":\(JSONText.quote(error.message))}
             """
         }
     }

@@ -31,7 +31,7 @@ struct BatchHandler: Sendable {
         case (_, 3) where parts[2] == "events":
             return .response(Router.notAllowed("GET"))
         default:
-            return .response(.error(ThumbdError(status: 404, code: "not_found", message: "no route for \(request.path)")))
+            return .response(.error(ThumbdError(.notFound, "no route for \(request.path)")))
         }
     }
 
@@ -46,6 +46,6 @@ struct BatchHandler: Sendable {
     }
 
     private static func notFound(_ id: Substring) -> Response {
-        .error(ThumbdError(status: 404, code: "batch_not_found", message: "no batch \(id) (finished batches are kept for a while only)"))
+        .error(ThumbdError(.batchNotFound, "no batch \(id) (finished batches are kept for a while only)"))
     }
 }

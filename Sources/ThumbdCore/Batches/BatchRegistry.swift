@@ -47,7 +47,7 @@ final class BatchRegistry: Sendable {
             return true
         }
         guard admitted else {
-            throw .unavailable("too_many_batches", "\(configuration.maxOpen) batches are running already")
+            throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
         for (index, item) in request.items.enumerated() {
             start(batch, index: index, url: item.url, priority: request.priority)

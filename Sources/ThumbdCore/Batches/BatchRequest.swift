@@ -12,24 +12,24 @@ struct BatchRequest {
         do {
             parsed = try JSONSerialization.jsonObject(with: Data(body.array))
         } catch {
-            throw .badRequest("malformed_json", "the body is not JSON: \(error.localizedDescription)")
+            throw .badRequest(.malformedJSON, "the body is not JSON: \(error.localizedDescription)")
         }
         guard let object = parsed as? [String: Any] else {
-            throw .badRequest("malformed_json", "the body must be a JSON object")
+            throw .badRequest(.malformedJSON, "the body must be a JSON object")
         }
         if let name = ThumbRequest.thumbnailParameters.first(where: { object[$0] != nil }) {
-            throw .badRequest("unsupported_parameter", "\(name): resizing (w, h, fit, format, q) is not available yet")
+            throw .badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
         }
         if let text = object["priority"] {
             guard let text = text as? String, let priority = Priority(parameter: text) else {
-                throw .badRequest("bad_parameter", "priority must be high, normal or low")
+                throw .badRequest(.badParameter, "priority must be high, normal or low")
             }
             self.priority = priority
         } else {
             self.priority = .normal
         }
         if let list = object["items"] {
-            guard let list = list as? [Any] else { throw .badRequest("malformed_json", "items must be an array") }
+            guard let list = list as? [Any] else { throw .badRequest(.malformedJSON, "items must be an array") }
             items = list.map { entry in
                 let item = entry as? [String: Any] ?? [:]
                 let id: String? = switch item["id"] {
@@ -40,14 +40,14 @@ struct BatchRequest {
                 return (id, item["url"] as? String ?? "")
             }
         } else if let list = object["urls"] {
-            guard let list = list as? [Any] else { throw .badRequest("malformed_json", "urls must be an array") }
+            guard let list = list as? [Any] else { throw .badRequest(.malformedJSON, "urls must be an array") }
             items = list.map { (nil, $0 as? String ?? "") }
         } else {
-            throw .badRequest("no_items", "the body needs items (or urls)")
+            throw .badRequest(.noItems, "the body needs items (or urls)")
         }
-        guard !items.isEmpty else { throw .badRequest("no_items", "the batch has no items") }
+        guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
         guard items.count <= maxItems else {
-            throw ThumbdError(status: 413, code: "too_many_items", message: "a batch holds at most \(maxItems) items")
+            throw ThumbdError(.tooManyItems, "a batch holds at most \(maxItems) items")
         }
     }
 }

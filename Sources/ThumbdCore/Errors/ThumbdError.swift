@@ -1,12 +1,12 @@
 /// An error a client sees: an HTTP status, a machine-readable code and a human message.
 /// It renders itself as the contract's JSON body `{"error": ..., "message": ...}`.
 public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let status: Int
-    public let code: String
+    public let code: ErrorCode
     public let message: String
+    /// The HTTP status, which the code decides.
+    public var status: Int { code.status }
 
-    public init(status: Int, code: String, message: String) {
-        self.status = status
+    public init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
     }
@@ -14,36 +14,34 @@ public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(status) \(code): \(message)" }
 
     public var jsonBody: Bytes {
-        Bytes("{\"error\":\(JSONText.quote(code)),\"message\":\(JSONText.quote(message))}\n")
+        Bytes("{\"error\":\(JSONText.quote(code.rawValue)),\"message\":\(JSONText.quote(message))}\n")
     }
 
-    // 400
-    public static func badRequest(_ code: String, _ message: String) -> ThumbdError {
-        .init(status: 400, code: code, message: message)
+    // Shorthands that say the status class where it is thrown.
+    public static func badRequest(_ code: ErrorCode, _ message: String) -> ThumbdError {
+        precondition(code.status == 400, "\(code) is not a 400")
+        return .init(code, message)
     }
-    // 403
-    public static func forbidden(_ code: String, _ message: String) -> ThumbdError {
-        .init(status: 403, code: code, message: message)
+    public static func forbidden(_ code: ErrorCode, _ message: String) -> ThumbdError {
+        precondition(code.status == 403, "\(code) is not a 403")
+        return .init(code, message)
     }
-    public static let notFound = ThumbdError(status: 404, code: "not_found", message: "no such resource")
+    public static func badGateway(_ code: ErrorCode, _ message: String) -> ThumbdError {
+        precondition(code.status == 502, "\(code) is not a 502")
+        return .init(code, message)
+    }
+    public static func unavailable(_ code: ErrorCode, _ message: String) -> ThumbdError {
+        precondition(code.status == 503, "\(code) is not a 503")
+        return .init(code, message)
+    }
+    public static let notFound = ThumbdError(.notFound, "no such resource")
     public static func upstreamStatus(_ status: Int) -> ThumbdError {
-        .init(status: status, code: status == 410 ? "upstream_gone" : "upstream_not_found",
-              message: "the origin answered \(status)")
+        .init(status == 410 ? .upstreamGone : .upstreamNotFound, "the origin answered \(status)")
     }
-    public static let notAnImage = ThumbdError(
-        status: 415, code: "not_an_image", message: "the origin's body is not an image (judged by its bytes)")
-    public static func badGateway(_ code: String, _ message: String) -> ThumbdError {
-        .init(status: 502, code: code, message: message)
-    }
-    public static func unavailable(_ code: String, _ message: String) -> ThumbdError {
-        .init(status: 503, code: code, message: message)
-    }
-    public static let upstreamTimeout = ThumbdError(
-        status: 504, code: "upstream_timeout", message: "the origin did not answer in time")
-    public static let cancelled = ThumbdError(
-        status: 499, code: "cancelled", message: "nobody waits for this fetch any more")
-    public static let shuttingDown = ThumbdError(
-        status: 503, code: "shutting_down", message: "thumbd is shutting down")
+    public static let notAnImage = ThumbdError(.notAnImage, "the origin's body is not an image (judged by its bytes)")
+    public static let upstreamTimeout = ThumbdError(.upstreamTimeout, "the origin did not answer in time")
+    public static let cancelled = ThumbdError(.cancelled, "nobody waits for this fetch any more")
+    public static let shuttingDown = ThumbdError(.shuttingDown, "thumbd is shutting down")
 }
 
 enum JSONText {

@@ -37,31 +37,31 @@ public struct DestinationPolicy: Sendable {
 
     private func validateUncached(_ raw: String?) throws(ThumbdError) -> Destination {
         guard let raw, !raw.isEmpty else {
-            throw .badRequest("missing_url", "the url parameter is required")
+            throw .badRequest(.missingURL, "the url parameter is required")
         }
         guard raw.utf8.count <= maxURLLength else {
-            throw .badRequest("url_too_long", "the url is longer than \(maxURLLength) bytes")
+            throw .badRequest(.urlTooLong, "the url is longer than \(maxURLLength) bytes")
         }
         // Control bytes and spaces are never part of a URL (RFC 3986); Foundation would
         // percent-encode them, so the URL would not be its own normalized form (found by
         // fuzzing: a batch's src would then name a second cache key).
         guard !raw.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
-            throw .badRequest("malformed_url", "the url contains spaces or control characters")
+            throw .badRequest(.malformedURL, "the url contains spaces or control characters")
         }
         guard var components = URLComponents(string: raw), let scheme = components.scheme?.lowercased() else {
-            throw .badRequest("malformed_url", "the url is not an absolute URL")
+            throw .badRequest(.malformedURL, "the url is not an absolute URL")
         }
         guard scheme == "http" || scheme == "https" else {
-            throw .badRequest("unsupported_scheme", "only http and https URLs are fetched")
+            throw .badRequest(.unsupportedScheme, "only http and https URLs are fetched")
         }
         guard let rawHost = components.host, !rawHost.isEmpty else {
-            throw .badRequest("malformed_url", "the url has no host")
+            throw .badRequest(.malformedURL, "the url has no host")
         }
         guard components.user == nil, components.password == nil else {
-            throw .badRequest("credentials_in_url", "URLs with user names or passwords are not fetched")
+            throw .badRequest(.credentialsInURL, "URLs with user names or passwords are not fetched")
         }
         if let port = components.port, !(1...65535).contains(port) {
-            throw .badRequest("malformed_url", "the url's port \(port) is not 1-65535")
+            throw .badRequest(.malformedURL, "the url's port \(port) is not 1-65535")
         }
         let host = rawHost.lowercased()
         components.scheme = scheme
@@ -72,11 +72,11 @@ public struct DestinationPolicy: Sendable {
         }
         if components.path.isEmpty { components.path = "/" }
         guard let normalized = components.string else {
-            throw .badRequest("malformed_url", "the url cannot be normalized")
+            throw .badRequest(.malformedURL, "the url cannot be normalized")
         }
         let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         guard isAllowed(host: bareHost) else {
-            throw .forbidden("host_not_allowed", "\(bareHost) is not in the allow list")
+            throw .forbidden(.hostNotAllowed, "\(bareHost) is not in the allow list")
         }
         // Literal addresses are refused here, without any connection; names (and the
         // forms caught below) are refused on their resolved address before connecting.
@@ -84,10 +84,10 @@ public struct DestinationPolicy: Sendable {
         // a zone index (`[fe80::1%25eth0]`) only ever names a local link.
         if !allowPrivateNetworks {
             if bareHost.contains("%") {
-                throw .forbidden("destination_not_allowed", "\(bareHost) names a local network interface")
+                throw .forbidden(.destinationNotAllowed, "\(bareHost) names a local network interface")
             }
             if let address = IPAddress(bareHost) ?? IPAddress(legacyIPv4: bareHost), !isAllowed(address: address) {
-                throw .forbidden("destination_not_allowed", "\(bareHost) is a private or local address")
+                throw .forbidden(.destinationNotAllowed, "\(bareHost) is a private or local address")
             }
         }
         return Destination(url: normalized, host: bareHost)

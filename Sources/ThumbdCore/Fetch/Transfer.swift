@@ -89,12 +89,12 @@ final class Transfer {
             if status != 200 {
                 verdict = (status == 404 || status == 410)
                     ? .upstreamStatus(status)
-                    : .badGateway("upstream_status", "the origin answered \(status)")
+                    : .badGateway(.upstreamStatus, "the origin answered \(status)")
                 return 0  // stop: we do not want this body
             }
         }
         guard body.count + count <= configuration.maxObjectBytes else {
-            verdict = .badGateway("upstream_too_large", "the image is larger than \(configuration.maxObjectBytes) bytes")
+            verdict = .badGateway(.upstreamTooLarge, "the image is larger than \(configuration.maxObjectBytes) bytes")
             return 0
         }
         if let data, count > 0 {
@@ -114,7 +114,7 @@ final class Transfer {
         if line.starts(with: "HTTP/".utf8) {
             headers.reset()  // a new response (after a redirect or a 100): forget the old one's
         } else if !headers.take(line) {
-            verdict = .badGateway("upstream_bad_framing", "the origin sent conflicting or invalid Content-Length headers")
+            verdict = .badGateway(.upstreamBadFraming, "the origin sent conflicting or invalid Content-Length headers")
             return 0  // stops the transfer
         }
         return count
@@ -149,11 +149,11 @@ final class Transfer {
         default: nil
         }
         guard let ip, policy.isAllowed(address: ip) else {
-            verdict = .forbidden("destination_not_allowed", "the origin resolved to a private or local address")
+            verdict = .forbidden(.destinationNotAllowed, "the origin resolved to a private or local address")
             return thumbd_curl_socket_bad
         }
         if let host = currentHost, !policy.isAllowed(host: host) {
-            verdict = .forbidden("host_not_allowed", "a redirect led to \(host), which is not in the allow list")
+            verdict = .forbidden(.hostNotAllowed, "a redirect led to \(host), which is not in the allow list")
             return thumbd_curl_socket_bad
         }
         return thumbd_curl_open_socket(address)
@@ -163,11 +163,11 @@ final class Transfer {
     /// request is sent: refuses a host outside the allow list, and checks the address again.
     private func connected(to primaryIP: String) -> Int {
         if let address = IPAddress(primaryIP), !policy.isAllowed(address: address) {
-            verdict = .forbidden("destination_not_allowed", "the origin resolved to a private or local address")
+            verdict = .forbidden(.destinationNotAllowed, "the origin resolved to a private or local address")
             return thumbd_curl_prereq_abort
         }
         if let host = currentHost, !policy.isAllowed(host: host) {
-            verdict = .forbidden("host_not_allowed", "a redirect led to \(host), which is not in the allow list")
+            verdict = .forbidden(.hostNotAllowed, "a redirect led to \(host), which is not in the allow list")
             return thumbd_curl_prereq_abort
         }
         return thumbd_curl_prereq_ok
@@ -200,7 +200,7 @@ final class Transfer {
             let status = responseCode
             guard status == 200 else {
                 if status == 404 || status == 410 { return .failure(.upstreamStatus(status)) }
-                return .failure(.badGateway("upstream_status", "the origin answered \(status)"))
+                return .failure(.badGateway(.upstreamStatus, "the origin answered \(status)"))
             }
             guard let type = ImageSniffer.contentType(of: body) else { return .failure(.notAnImage) }
             if lastProgress.received != Int64(body.count) {
@@ -213,25 +213,25 @@ final class Transfer {
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(.upstreamTimeout)
         case CURLE_TOO_MANY_REDIRECTS:
-            return .failure(.badGateway("too_many_redirects", "more than \(configuration.maxRedirects) redirects"))
+            return .failure(.badGateway(.tooManyRedirects, "more than \(configuration.maxRedirects) redirects"))
         case CURLE_RECV_ERROR where statusChecked:
             // After the body began: a reset or a broken chunked encoding cut it short.
-            return .failure(.badGateway("upstream_truncated", "the body was cut short: \(String(cString: curl_easy_strerror(code)))"))
+            return .failure(.badGateway(.upstreamTruncated, "the body was cut short: \(String(cString: curl_easy_strerror(code)))"))
         case CURLE_PARTIAL_FILE:
-            return .failure(.badGateway("upstream_truncated", "the origin closed the connection before the end of the body"))
+            return .failure(.badGateway(.upstreamTruncated, "the origin closed the connection before the end of the body"))
         case CURLE_FILESIZE_EXCEEDED:
-            return .failure(.badGateway("upstream_too_large", "the image is larger than \(configuration.maxObjectBytes) bytes"))
+            return .failure(.badGateway(.upstreamTooLarge, "the image is larger than \(configuration.maxObjectBytes) bytes"))
         case CURLE_COULDNT_RESOLVE_HOST:
-            return .failure(.badGateway("upstream_unresolvable", "the origin's host name does not resolve"))
+            return .failure(.badGateway(.upstreamUnresolvable, "the origin's host name does not resolve"))
         case CURLE_COULDNT_CONNECT:
-            return .failure(.badGateway("upstream_unreachable", "could not connect to the origin"))
+            return .failure(.badGateway(.upstreamUnreachable, "could not connect to the origin"))
         case CURLE_UNSUPPORTED_PROTOCOL where !(effectiveURL.map { $0.hasPrefix("http://") || $0.hasPrefix("https://") } ?? true):
-            return .failure(.badGateway("bad_redirect", "a redirect led to a scheme other than http or https"))
+            return .failure(.badGateway(.badRedirect, "a redirect led to a scheme other than http or https"))
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY:
             // Not HTTP (curl refuses HTTP/0.9), or a status line it cannot read.
-            return .failure(.badGateway("upstream_bad_response", "the origin's answer is not valid HTTP"))
+            return .failure(.badGateway(.upstreamBadResponse, "the origin's answer is not valid HTTP"))
         default:
-            return .failure(.badGateway("upstream_failed", String(cString: curl_easy_strerror(code))))
+            return .failure(.badGateway(.upstreamFailed, String(cString: curl_easy_strerror(code))))
         }
     }
 }

@@ -148,13 +148,13 @@ final class ConnectionGuard: Sendable {
     }
 
     static let tooManyConnections = canned(
-        "503 Service Unavailable", .unavailable("too_many_connections", "thumbd holds as many connections as it may"), "Retry-After: 1\r\n")
+        "503 Service Unavailable", .unavailable(.tooManyConnections, "thumbd holds as many connections as it may"), "Retry-After: 1\r\n")
     static let tooManyParameters = canned(
-        "414 URI Too Long", ThumbdError(status: 414, code: "too_many_parameters", message: "the query has too many parameters"))
+        "414 URI Too Long", ThumbdError(.tooManyParameters, "the query has too many parameters"))
     static let nulInPath = canned(
-        "400 Bad Request", .badRequest("malformed_path", "the path contains an encoded NUL byte"))
+        "400 Bad Request", .badRequest(.malformedPath, "the path contains an encoded NUL byte"))
     static let requestTimeout = canned(
-        "408 Request Timeout", ThumbdError(status: 408, code: "request_timeout", message: "the request did not arrive in time"))
+        "408 Request Timeout", ThumbdError(.requestTimeout, "the request did not arrive in time"))
 }
 
 

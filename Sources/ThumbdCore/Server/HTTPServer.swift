@@ -42,7 +42,7 @@ public final class HTTPServer: Sendable {
             loggerBox.free()
             core.watcher.stop()
             core.connections.stop()
-            throw ThumbdError(status: 500, code: "listen_failed", message: "cannot listen on \(configuration.listen): \(reason)")
+            throw ThumbdError(.listenFailed, "cannot listen on \(configuration.listen): \(reason)")
         }
         self.core = core
         self.daemon = DaemonPointer(raw: started)

@@ -96,7 +96,7 @@ final class ServerCore: Sendable {
             return Self.queue(response, on: connection, core: self, extra: context.extraHeaders)
         }
         logger.error("server.access called again without a response")
-        return Self.queue(.error(ThumbdError(status: 500, code: "internal", message: "no response")), on: connection, core: self)
+        return Self.queue(.error(ThumbdError(.internalError, "no response")), on: connection, core: self)
     }
 
     func completed(_ connection: OpaquePointer?, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
@@ -150,9 +150,9 @@ final class ServerCore: Sendable {
     /// different Content-Length values and reads a body of 2^63 bytes; it answers
     /// HTTP/1.1 without Host.
     static func framingError(_ connection: OpaquePointer, http11: Bool, maxBodyBytes: Int) -> ThumbdError? {
-        func bad(_ message: String) -> ThumbdError { .badRequest("bad_framing", message) }
+        func bad(_ message: String) -> ThumbdError { .badRequest(.badFraming, message) }
         if http11, MHD_lookup_connection_value(connection, .HEADER_KIND, "host") == nil {
-            return .badRequest("missing_host", "an HTTP/1.1 request needs a Host header")
+            return .badRequest(.missingHost, "an HTTP/1.1 request needs a Host header")
         }
         let coding = MHD_lookup_connection_value(connection, .HEADER_KIND, "transfer-encoding").map { String(cString: $0) }
         let lengths = MHD_lookup_connection_value(connection, .HEADER_KIND, "content-length") == nil
@@ -183,7 +183,7 @@ final class ServerCore: Sendable {
     }
 
     static func bodyTooLarge(_ maxBodyBytes: Int) -> ThumbdError {
-        ThumbdError(status: 413, code: "body_too_large", message: "the request body is larger than \(maxBodyBytes) bytes")
+        ThumbdError(.bodyTooLarge, "the request body is larger than \(maxBodyBytes) bytes")
     }
 
     /// Every value of a header that may repeat (lower-case name).

@@ -29,14 +29,14 @@ struct AdminHandler: Sendable {
                 } else if request.query["all"] == "1" || request.query.isEmpty {
                     removed = try source.store.purge(nil)
                 } else {
-                    return .error(.badRequest("bad_parameter", "use DELETE /cache?url=… or DELETE /cache"))
+                    return .error(.badRequest(.badParameter, "use DELETE /cache?url=… or DELETE /cache"))
                 }
                 return .json(200, "{\"purged\":\(removed)}\n", headers: [("Cache-Control", "no-store")])
             } catch let error as ThumbdError {
                 return .error(error)
             } catch {
                 // The cause (a full disk) is in the log and in /healthz; not SQLite's text here.
-                return .error(.unavailable("store_unavailable", "the cache cannot be written now; see /healthz"),
+                return .error(.unavailable(.storeUnavailable, "the cache cannot be written now; see /healthz"),
                               headers: [("Retry-After", "10")])
             }
         case ("/stats", _):

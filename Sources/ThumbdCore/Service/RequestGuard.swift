@@ -31,20 +31,18 @@ struct RequestGuard: Sendable {
     func check(_ request: Request) -> Response? {
         guard let host = request.headers["host"] else { return nil }  // HTTP/1.0 (the server refuses 1.1 without)
         guard anyHost || hosts.contains(Self.bareName(Self.stripPort(host))) else {
-            return .error(ThumbdError(status: 421, code: "misdirected_request",
-                                      message: "thumbd does not answer for this host name; add it to server.allowedHosts"))
+            return .error(ThumbdError(.misdirectedRequest, "thumbd does not answer for this host name; add it to server.allowedHosts"))
         }
         let origin = request.headers["origin"]
         if request.method == "OPTIONS" {
             return preflight(origin: origin, host: host)
         }
         if let origin, !isSameOrAllowed(origin, host: host), Self.changesState(request.method) {
-            return .error(.forbidden("origin_not_allowed",
+            return .error(.forbidden(.originNotAllowed,
                                      "requests that change state are refused from other origins; add it to server.allowedOrigins"))
         }
         if request.method == "POST", request.path == "/batches", !Self.isJSON(request.headers["content-type"]) {
-            return .error(ThumbdError(status: 415, code: "unsupported_media_type",
-                                      message: "POST /batches takes Content-Type: application/json"))
+            return .error(ThumbdError(.unsupportedMediaType, "POST /batches takes Content-Type: application/json"))
         }
         return nil
     }
@@ -59,7 +57,7 @@ struct RequestGuard: Sendable {
         let allow = ("Allow", "GET, HEAD, POST, DELETE, OPTIONS")
         guard let origin else { return Response(status: 204, headers: [allow]) }
         guard origins.contains(origin.lowercased()) || isSameOrigin(origin, host: host) else {
-            return .error(.forbidden("origin_not_allowed", "this origin may not make cross-origin requests; see server.allowedOrigins"))
+            return .error(.forbidden(.originNotAllowed, "this origin may not make cross-origin requests; see server.allowedOrigins"))
         }
         return Response(status: 204, headers: [
             allow,

@@ -36,10 +36,10 @@ struct Router: HTTPHandler {
                 return .response(.json(200, "{\"status\":\"degraded\",\"reason\":\(JSONText.quote(reason))}\n",
                                        headers: [("Cache-Control", "no-store")]))
             case .unhealthy:
-                return .response(.error(.unavailable("unhealthy", "the cache database cannot be read")))
+                return .response(.error(.unavailable(.unhealthy, "the cache database cannot be read")))
             }
         default:
-            return .response(.error(ThumbdError(status: 404, code: "not_found", message: "no route for \(request.path)")))
+            return .response(.error(ThumbdError(.notFound, "no route for \(request.path)")))
         }
     }
 
@@ -51,6 +51,6 @@ struct Router: HTTPHandler {
     }
 
     static func notAllowed(_ allow: String) -> Response {
-        .error(ThumbdError(status: 405, code: "method_not_allowed", message: "use \(allow)"), headers: [("Allow", allow)])
+        .error(ThumbdError(.methodNotAllowed, "use \(allow)"), headers: [("Allow", allow)])
     }
 }

@@ -50,7 +50,7 @@ final class ObjectSource: Sendable {
         if let object = cached(key), object.isFresh(at: Self.now()) {
             coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
         } else if !loop.submit(job) {
-            coalescer.complete(key: key, job: job, with: .failure(.unavailable("queue_full", "too many fetches are waiting for the origin")))
+            coalescer.complete(key: key, job: job, with: .failure(.unavailable(.queueFull, "too many fetches are waiting for the origin")))
         }
         return joined
     }

@@ -91,7 +91,7 @@ struct ThumbHandler: Sendable {
         headers.append(("Cache-Control", maxAge.map { "public, max-age=\($0)" } ?? "no-store"))
         if placeholder {
             headers.append(("Content-Type", Placeholder.contentType))
-            headers.append(("X-Thumbd-Error", error.code))
+            headers.append(("X-Thumbd-Error", error.code.rawValue))
             return Response(status: error.status, headers: headers, body: Placeholder.png)
         }
         headers.append(("Content-Type", "application/json"))

@@ -11,7 +11,7 @@ struct ThumbRequest: Sendable {
         switch request.query["fallback"] {
         case nil, "", "none": return false
         case "placeholder": return true
-        case let other?: throw .badRequest("bad_parameter", "fallback must be placeholder, not \(other)")
+        case let other?: throw .badRequest(.badParameter, "fallback must be placeholder, not \(other)")
         }
     }
 
@@ -21,11 +21,11 @@ struct ThumbRequest: Sendable {
 
     init(_ request: Request, policy: DestinationPolicy) throws(ThumbdError) {
         if let name = Self.thumbnailParameters.first(where: { request.query[$0] != nil }) {
-            throw .badRequest("unsupported_parameter", "\(name): resizing (w, h, fit, format, q) is not available yet")
+            throw .badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
         }
         if let text = request.query["priority"] {
             guard let priority = Priority(parameter: text) else {
-                throw .badRequest("bad_parameter", "priority must be high, normal or low, not \(text)")
+                throw .badRequest(.badParameter, "priority must be high, normal or low, not \(text)")
             }
             self.priority = priority
         } else {

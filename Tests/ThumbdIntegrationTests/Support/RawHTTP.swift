@@ -30,10 +30,14 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var closed = false
+    /// What this connection last sent, for errors ("which request timed out?").
+    private var lastRequest = "nothing sent"
+    private let port: UInt16
 
     /// `receiveBuffer` shrinks the socket's receive buffer (before connecting, so the window
     /// stays small): a client that does not read then soon stops taking data.
     init(port: UInt16, timeoutSeconds: Int = 20, receiveBuffer: Int32? = nil) throws {
+        self.port = port
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HTTPTestError(description: "socket: \(errno)") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
@@ -59,6 +63,7 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
     deinit { close() }
 
     func send(_ method: String = "GET", _ target: String, headers: [String: String] = [:], body: [UInt8] = []) throws {
+        lastRequest = "\(method) \(target.prefix(120))"
         var text = "\(method) \(target) HTTP/1.1\r\nHost: \(headers["Host"] ?? "127.0.0.1")\r\n"
         for (name, value) in headers where name != "Host" { text += "\(name): \(value)\r\n" }
         if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
@@ -74,6 +79,7 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
 
     /// Sends bytes exactly as given.
     func sendRaw(_ bytes: [UInt8]) throws {
+        lastRequest = String(decoding: bytes.prefix(60), as: UTF8.self).debugDescription
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -153,7 +159,7 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
             var chunk = [UInt8](repeating: 0, count: 65536)
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return nil }
-            if n < 0 { throw HTTPTestError(description: "recv: \(String(cString: strerror(errno)))") }
+            if n < 0 { throw HTTPTestError(description: "recv: \(String(cString: strerror(errno))) (port \(port), after \(lastRequest))") }
             return Array(chunk[..<n])
         }
         defer { buffer.removeAll() }
@@ -170,8 +176,8 @@ final class RawConnection: @unchecked Sendable {  // used by one task at a time
     private func fill() throws {
         var chunk = [UInt8](repeating: 0, count: 65536)
         let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n == 0 { throw HTTPTestError(description: "connection closed") }
-        if n < 0 { throw HTTPTestError(description: "recv: \(String(cString: strerror(errno)))") }
+        if n == 0 { throw HTTPTestError(description: "connection closed (port \(port), after \(lastRequest))") }
+        if n < 0 { throw HTTPTestError(description: "recv: \(String(cString: strerror(errno))) (port \(port), after \(lastRequest), \(buffer.count) bytes read)") }
         buffer.append(contentsOf: chunk[..<n])
     }
 
