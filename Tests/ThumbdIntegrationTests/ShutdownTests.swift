@@ -23,6 +23,28 @@ struct ShutdownTests {
         #expect(hit[header: "X-Thumbd-Cache"] == "hit")
     }
 
+    @Test("while it stops, a new client is answered 503 shutting_down at once, and the stop completes")
+    func newClientDuringShutdown() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon { $0.server.shutdownGraceSeconds = 3 }
+        defer { daemon.remove(); origin.stop() }
+        let waiting = try RawConnection(port: daemon.port)
+        try waiting.send("GET", origin.thumb("/gate/stopping"))
+        #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+        let port = daemon.port
+        async let stopped: Void = blocking { daemon.stop() }  // the fetch holds it in its grace period
+        try await Task.sleep(for: .milliseconds(300))
+        let late = try await blocking { () -> HTTPResult in
+            let connection = try RawConnection(port: port, timeoutSeconds: 5)
+            try connection.send("GET", "/healthz")
+            return try connection.read()
+        }
+        #expect(late.status == 503)
+        #expect(late.errorCode == "shutting_down")
+        try await stopped
+        #expect(try await blocking { try waiting.read() }.status == 503)
+    }
+
     @Test("an event stream whose client stopped reading mid-event does not hold up shutdown")
     func shutdownWithFullStream() async throws {
         let origin = try TestOrigin()

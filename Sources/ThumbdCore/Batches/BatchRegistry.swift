@@ -12,7 +12,9 @@ final class BatchRegistry: Sendable {
     private let policy: DestinationPolicy
     private let queue = DispatchQueue(label: "thumbd.batches")
     private let timer: TimerBox
-    private let streams = Mutex(0)
+    /// Every open event stream, whether or not its batch is still kept: keepalives reach a
+    /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
+    private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
 
     init(configuration: BatchConfiguration, source: ObjectSource, policy: DestinationPolicy) {
         self.configuration = configuration
@@ -28,7 +30,7 @@ final class BatchRegistry: Sendable {
     }
 
     /// Open event streams (for tests, metrics and shutdown).
-    var openStreams: Int { streams.withLock { $0 } }
+    var openStreams: Int { streams.withLock { $0.count } }
 
     /// Batches still running, and all kept (running or recently finished).
     var counts: (running: Int, kept: Int) {
@@ -63,18 +65,17 @@ final class BatchRegistry: Sendable {
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
-        streams.withLock { $0 += 1 }
-        return EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds) {
-            [weak self] in self?.streams.withLock { $0 -= 1 }
+        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds) {
+            [weak self] id in _ = self?.streams.withLock { $0.removeValue(forKey: id) }
         }
+        streams.withLock { $0[ObjectIdentifier(subscriber)] = subscriber }
+        return subscriber
     }
 
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
     func closeStreams() {
         timer.cancel()
-        for batch in batches.withLock({ Array($0.values) }) {
-            for subscriber in batch.log.allSubscribers() { subscriber.wake() }
-        }
+        for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
     }
 
     private func start(_ batch: Batch, index: Int, url: String, priority: Priority) {
@@ -150,10 +151,7 @@ final class BatchRegistry: Sendable {
 
     private func tick() {
         pruneFinished()
-        let live = batches.withLock { Array($0.values) }
-        for batch in live {
-            Delivery.wake(batch.log.allSubscribers(), keepalive: true)
-        }
+        Delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
     }
 }
 

@@ -18,9 +18,9 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     private let state: Mutex<State>
     /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
     private let queued = Atomic(false)
-    private let onDetach: @Sendable () -> Void
+    private let onDetach: @Sendable (ObjectIdentifier) -> Void
 
-    init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, onDetach: @escaping @Sendable () -> Void) {
+    init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, onDetach: @escaping @Sendable (ObjectIdentifier) -> Void) {
         self.log = log
         self.onDetach = onDetach
         self.state = Mutex(State(preamble: Array("retry: \(retryMilliseconds)\n\n".utf8),
@@ -39,7 +39,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         }
         guard first else { return }
         log.unsubscribe(self)
-        onDetach()
+        onDetach(ObjectIdentifier(self))
     }
 
     /// Something new in the log (or a keepalive is due): have the connection send it.

@@ -43,6 +43,7 @@ final class ConnectionGuard: Sendable {
     private let entries = Mutex<[Int32: Entry]>([:])
     private let timer: DeadlineTimer
     private let refusedCount = Atomic<Int>(0)
+    private let shuttingDown = Atomic<Bool>(false)
 
     init(limits: Limits) {
         self.limits = limits
@@ -60,8 +61,15 @@ final class ConnectionGuard: Sendable {
 
     // MARK: MHD notifications (MHD threads)
 
+    /// Shutdown: from now on every new connection gets 503 shutting_down and a close.
+    func refuseNewConnections() { shuttingDown.store(true, ordering: .sequentiallyConsistent) }
+
     func started(_ fd: Int32) {
         entries.withLock { entries in
+            if shuttingDown.load(ordering: .sequentiallyConsistent) {
+                refuse(fd, Self.shuttingDownResponse)
+                return
+            }
             guard entries.count < limits.maxConnections else {
                 refuse(fd, Self.tooManyConnections)
                 return
@@ -149,6 +157,7 @@ final class ConnectionGuard: Sendable {
 
     static let tooManyConnections = canned(
         "503 Service Unavailable", .unavailable(.tooManyConnections, "thumbd holds as many connections as it may"), "Retry-After: 1\r\n")
+    static let shuttingDownResponse = canned("503 Service Unavailable", .shuttingDown)
     static let tooManyParameters = canned(
         "414 URI Too Long", ThumbdError(.tooManyParameters, "the query has too many parameters"))
     static let nulInPath = canned(

@@ -50,12 +50,18 @@ public final class HTTPServer: Sendable {
         self.port = thumbd_mhd_bind_port(started)
     }
 
-    /// Stops accepting connections and refuses new suspensions; requests already waiting
-    /// keep waiting. Step one of a graceful shutdown.
+    /// Refuses new connections (503 shutting_down, then closed) and new suspensions;
+    /// requests already waiting keep waiting. Step one of a graceful shutdown.
+    ///
+    /// Not `MHD_quiesce_daemon`: with epoll and a thread pool it races the workers, which
+    /// remove the listen socket from their epoll sets themselves once they see the daemon
+    /// quiesced; the loser of that race gets ENOENT and libmicrohttpd 0.9.75 aborts the
+    /// process ("Failed to remove listen FD from epoll set", seen once in 40 runs of the
+    /// batch tests). The listen socket stays open until `stop()`, and whoever connects
+    /// meanwhile is answered at once and never suspended.
     public func stopAccepting() {
         core.refuseSuspensions()
-        let listener = MHD_quiesce_daemon(daemon.raw)
-        if listener >= 0 { close(listener) }
+        core.connections.refuseNewConnections()
     }
 
     /// Waits until no connection is suspended and every answered request has completed, or

@@ -118,6 +118,7 @@ final class ServerCore: Sendable {
                 thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
             else {
                 box.release()
+                stream.detach()  // never attached to a connection: let its owner forget it
                 return .NO
             }
             if http11 { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
