@@ -6,6 +6,19 @@ import Testing
 struct HTTPSemanticsTests {
     static let now = Date(timeIntervalSince1970: 1_700_000_000)  // Tue, 14 Nov 2023 22:13:20 GMT
 
+    @Test("HTTP dates: IMF-fixdate parsed to the second; anything else is not a date")
+    func httpDates() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")?.timeIntervalSince1970 == 784_111_777)
+        #expect(HTTPDate.parse("Thu, 01 Jan 1970 00:00:00 GMT")?.timeIntervalSince1970 == 0)
+        #expect(HTTPDate.parse("Tue, 29 Feb 2000 12:00:00 GMT")?.timeIntervalSince1970 == 951_825_600)
+        #expect(HTTPDate.parse(" Fri, 31 Dec 2038 23:59:59 GMT ")?.timeIntervalSince1970 == 2_177_452_799)
+        for bad in ["", "0", "-1", "Sun, 06 Nov 1994 08:49:37 UTC", "Sunday, 06-Nov-94 08:49:37 GMT",
+                    "Sun Nov  6 08:49:37 1994", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+                    "Sun, 06 Nov 1994 25:49:37 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Xyz, 06 Nov 1994 08:49:37 GMT"] {
+            #expect(HTTPDate.parse(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test("Cache-Control and Expires decide freshness")
     func freshness() {
         func of(_ cc: String?, expires: String? = nil, date: String? = nil) -> Freshness {

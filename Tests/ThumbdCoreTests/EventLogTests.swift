@@ -1,0 +1,98 @@
+import Testing
+@testable import ThumbdCore
+
+/// The event log and its readers without sockets: ids, replay, Last-Event-ID, reading in
+/// parts, compaction of a finished log, and when streams may close.
+@Suite("EventLog and EventSubscriber")
+struct EventLogTests {
+    final class NoWaker: StreamWaker, @unchecked Sendable {
+        var wakes = 0
+        func wake() { wakes += 1 }
+    }
+
+    /// Reads a subscriber the way the server does, `size` bytes at a time, until it waits or ends.
+    func drain(_ subscriber: EventSubscriber, size: Int = 4096) -> (text: String, ended: Bool) {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: size)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { subscriber.read(into: $0) }
+            switch result {
+            case .data(let n): out += buffer[..<n]
+            case .wait: return (String(decoding: out, as: UTF8.self), false)
+            case .end: return (String(decoding: out, as: UTF8.self), true)
+            }
+        }
+    }
+
+    func subscriber(_ log: EventLog, after id: Int? = nil) -> EventSubscriber {
+        let subscriber = EventSubscriber(log: log, lastEventID: id, retryMilliseconds: 3000) { _ in }
+        subscriber.attach(NoWaker())
+        return subscriber
+    }
+
+    @Test("ids increase from 1; a late reader gets everything; Last-Event-ID resumes after it")
+    func replay() {
+        let log = EventLog()
+        log.append("progress", "{\"index\":0}")
+        log.append("done", "{\"index\":0}")
+        let late = drain(subscriber(log))
+        #expect(late.text == "retry: 3000\n\nid: 1\nevent: progress\ndata: {\"index\":0}\n\nid: 2\nevent: done\ndata: {\"index\":0}\n\n")
+        #expect(!late.ended)
+        let resumed = drain(subscriber(log, after: 1))
+        #expect(resumed.text == "retry: 3000\n\nid: 2\nevent: done\ndata: {\"index\":0}\n\n")
+        #expect(drain(subscriber(log, after: 99)).text == "retry: 3000\n\n")
+    }
+
+    @Test("multi-line data becomes one data line each")
+    func multiline() {
+        let log = EventLog()
+        log.append("x", "a\nb")
+        #expect(drain(subscriber(log)).text.hasSuffix("id: 1\nevent: x\ndata: a\ndata: b\n\n"))
+    }
+
+    @Test("a reader whose buffer is smaller than an event gets it in parts, across the compaction at the end")
+    func partsAcrossCompaction() {
+        let log = EventLog()
+        let reader = subscriber(log)
+        let long = String(repeating: "y", count: 500)
+        log.append("done", "{\"v\":\"\(long)\"}")
+        var buffer = [UInt8](repeating: 0, count: 100)
+        var first: [UInt8] = []
+        for _ in 0..<3 {  // part of the preamble and the event, then the log finishes mid-event
+            if case .data(let n) = buffer.withUnsafeMutableBytes({ reader.read(into: $0) }) { first += buffer[..<n] }
+        }
+        log.append("end", "{}")
+        _ = log.finish()  // compacts every event into one buffer
+        let rest = drain(reader, size: 100)
+        let whole = String(decoding: first, as: UTF8.self) + rest.text
+        #expect(whole == "retry: 3000\n\nid: 1\nevent: done\ndata: {\"v\":\"\(long)\"}\n\nid: 2\nevent: end\ndata: {}\n\n")
+        #expect(rest.ended)  // the only subscriber has read everything
+        #expect(log.retainedBytes >= whole.utf8.count - 13)
+    }
+
+    @Test("after the end, streams close once every subscriber has read everything, not before")
+    func closeAfterDrain() {
+        let log = EventLog()
+        let fast = subscriber(log)
+        let slow = subscriber(log)
+        log.append("end", "{}")
+        _ = log.finish()
+        let first = drain(fast)
+        #expect(first.text.hasSuffix("event: end\ndata: {}\n\n"))
+        #expect(!first.ended)  // slow has not read the end yet
+        #expect(drain(slow).ended)  // the last one to drain may close at once
+        #expect(drain(fast).ended)  // and then the others
+    }
+
+    @Test("a subscriber that leaves does not hold the others open")
+    func leaverReleases() {
+        let log = EventLog()
+        let stays = subscriber(log)
+        let leaves = subscriber(log)
+        log.append("end", "{}")
+        _ = log.finish()
+        #expect(!drain(stays).ended)
+        leaves.detach()
+        #expect(drain(stays).ended)
+    }
+}
