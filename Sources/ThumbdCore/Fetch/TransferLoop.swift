@@ -128,10 +128,8 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     private let configuration: UpstreamConfiguration
     private let policy: DestinationPolicy
     private let logger: Logger
-    private var queue: [(sequence: UInt64, job: FetchJob)] = []
-    private var nextSequence: UInt64 = 0
+    private var admission: Admission<FetchJob>
     private var running: [UnsafeMutableRawPointer: Transfer] = [:]
-    private var perHost: [String: Int] = [:]
     /// Called once per job that leaves the loop (done, cancelled or aborted).
     var onFinished: () -> Void = {}
 
@@ -140,33 +138,15 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         self.configuration = configuration
         self.policy = policy
         self.logger = logger
+        self.admission = Admission(maxConcurrent: configuration.maxConcurrent, maxPerHost: configuration.maxPerHost,
+                                   host: { $0.host }, priority: { $0.priority })
     }
 
-    func enqueue(_ job: FetchJob) {
-        queue.append((nextSequence, job))
-        nextSequence += 1
-    }
+    func enqueue(_ job: FetchJob) { admission.enqueue(job) }
 
     /// Starts queued jobs while there is room.
     func admit() {
-        while running.count < configuration.maxConcurrent, let index = nextEligible() {
-            start(queue.remove(at: index).job)
-        }
-    }
-
-    /// The highest-priority, oldest queued job whose host has room.
-    private func nextEligible() -> Int? {
-        var best: Int?
-        var bestPriority = Priority.low
-        for (index, entry) in queue.enumerated() where perHost[entry.job.host, default: 0] < configuration.maxPerHost {
-            let priority = entry.job.priority
-            if best == nil || priority > bestPriority {
-                best = index
-                bestPriority = priority
-                if priority == .high { break }
-            }
-        }
-        return best
+        for job in admission.admit() { start(job) }
     }
 
     private func start(_ job: FetchJob) {
@@ -174,7 +154,6 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         let rc = curl_multi_add_handle(multi.handle, transfer.easy)
         precondition(rc == CURLM_OK, "curl_multi_add_handle: \(rc)")
         running[transfer.easy] = transfer
-        perHost[job.host, default: 0] += 1
         logger.debug("fetch.start", metadata: ["upstream.url": "\(job.url)", "fetch.running": "\(running.count)"])
     }
 
@@ -210,8 +189,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     }
 
     func cancel(_ job: FetchJob, with error: ThumbdError) {
-        if let index = queue.firstIndex(where: { $0.job === job }) {
-            queue.remove(at: index)
+        if admission.removeQueued(job) {
             job.complete(.failure(error))
             onFinished()
             return
@@ -224,11 +202,10 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     }
 
     func abortAll(with error: ThumbdError) {
-        for entry in queue {
-            entry.job.complete(.failure(error))
+        for job in admission.removeAllQueued() {
+            job.complete(.failure(error))
             onFinished()
         }
-        queue.removeAll()
         for easy in Array(running.keys) {
             if let transfer = detach(easy) {
                 transfer.job.complete(.failure(error))
@@ -240,8 +217,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     private func detach(_ easy: UnsafeMutableRawPointer) -> Transfer? {
         guard let transfer = running.removeValue(forKey: easy) else { return nil }
         curl_multi_remove_handle(multi.handle, easy)
-        perHost[transfer.job.host, default: 1] -= 1
-        if perHost[transfer.job.host] == 0 { perHost[transfer.job.host] = nil }
+        admission.finished(transfer.job)
         return transfer
     }
 }
