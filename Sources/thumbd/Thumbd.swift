@@ -158,15 +158,19 @@ struct Stats: ParsableCommand {
             FileHandle.standardOutput.write(Data(body))
             return
         }
-        let stats = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
-        func number(_ key: String) -> Double { (stats[key] as? NSNumber)?.doubleValue ?? 0 }
+        let stats: DaemonStats
+        do {
+            stats = try JSONDecoder().decode(DaemonStats.self, from: Data(body))
+        } catch {
+            throw ValidationError("thumbd's /stats answer is not what this thumbd reads: \(error)")
+        }
         let lines = [
-            "objects      \(Int(number("objects")))",
-            "bytes        \(Warmer.size(number("bytes"))) of \(Warmer.size(number("maxBytes")))",
-            "hit ratio    \(String(format: "%.1f%%", number("hitRatio") * 100)) (hits \(Int(number("hits"))), misses \(Int(number("misses"))), coalesced \(Int(number("coalesced"))), stale \(Int(number("stale"))))",
-            "evictions    \(Int(number("evictions")))",
-            "in flight    \(Int(number("fetchesInFlight"))) fetches, \(Int(number("waitingRequests"))) waiting requests, \(Int(number("openEventStreams"))) event streams",
-        ]
+            "objects      \(stats.objects)",
+            "bytes        \(Warmer.size(Double(stats.bytes))) of \(Warmer.size(Double(stats.maxBytes)))",
+            "hit ratio    \(String(format: "%.1f%%", stats.hitRatio * 100)) (hits \(stats.hits), misses \(stats.misses), coalesced \(stats.coalesced), stale \(stats.stale))",
+            "evictions    \(stats.evictions)",
+            "in flight    \(stats.fetchesInFlight) fetches, \(stats.waitingRequests) waiting requests, \(stats.openEventStreams) event streams",
+        ] + (stats.storeWritable ? [] : ["store        NOT WRITABLE (see /healthz): serving, not storing"])
         print(lines.joined(separator: "\n"))
     }
 }

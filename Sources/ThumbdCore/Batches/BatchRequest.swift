@@ -2,52 +2,83 @@ import Foundation
 
 /// A parsed `POST /batches` body: `{"items": [{"url", "id"}], "priority", …}` or
 /// `{"urls": [...]}`. Only the request as a whole can be refused here (malformed JSON, no
-/// items, too many); a bad URL becomes that item's `failed` event later.
+/// items, too many); a bad URL becomes that item's `failed` event later, so an item of the
+/// wrong shape decodes as an empty URL rather than failing the body.
 struct BatchRequest {
     var items: [(clientID: String?, url: String)]
     var priority: Priority
 
     init(body: Bytes, maxItems: Int) throws(ThumbdError) {
-        let parsed: Any
+        let decoded: Body
         do {
-            parsed = try JSONSerialization.jsonObject(with: Data(body.array))
-        } catch {
-            throw .badRequest(.malformedJSON, "the body is not JSON: \(error.localizedDescription)")
-        }
-        guard let object = parsed as? [String: Any] else {
+            decoded = try JSONDecoder().decode(Body.self, from: Data(body.array))
+        } catch let error as ThumbdError {
+            throw error
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
             throw .badRequest(.malformedJSON, "the body must be a JSON object")
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            throw .badRequest(.malformedJSON, "\(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type")
+        } catch {
+            throw .badRequest(.malformedJSON, "the body is not JSON")
         }
-        if let name = ThumbRequest.thumbnailParameters.first(where: { object[$0] != nil }) {
-            throw .badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
-        }
-        if let text = object["priority"] {
-            guard let text = text as? String, let priority = Priority(parameter: text) else {
-                throw .badRequest(.badParameter, "priority must be high, normal or low")
-            }
-            self.priority = priority
-        } else {
-            self.priority = .normal
-        }
-        if let list = object["items"] {
-            guard let list = list as? [Any] else { throw .badRequest(.malformedJSON, "items must be an array") }
-            items = list.map { entry in
-                let item = entry as? [String: Any] ?? [:]
-                let id: String? = switch item["id"] {
-                case let text as String: text
-                case let number as NSNumber: number.stringValue
-                default: nil
-                }
-                return (id, item["url"] as? String ?? "")
-            }
-        } else if let list = object["urls"] {
-            guard let list = list as? [Any] else { throw .badRequest(.malformedJSON, "urls must be an array") }
-            items = list.map { (nil, $0 as? String ?? "") }
-        } else {
-            throw .badRequest(.noItems, "the body needs items (or urls)")
-        }
+        priority = decoded.priority
+        guard let items = decoded.items else { throw .badRequest(.noItems, "the body needs items (or urls)") }
         guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
         guard items.count <= maxItems else {
             throw ThumbdError(.tooManyItems, "a batch holds at most \(maxItems) items")
+        }
+        self.items = items
+    }
+
+    private struct Body: Decodable {
+        var items: [(clientID: String?, url: String)]?
+        var priority = Priority.normal
+
+        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, format, q }
+
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: Key.self)
+            if let name = ThumbRequest.thumbnailParameters.first(where: { Key(rawValue: $0).map(object.contains) ?? false }) {
+                throw ThumbdError.badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
+            }
+            if object.contains(.priority) {
+                guard let text = try? object.decode(String.self, forKey: .priority), let priority = Priority(parameter: text) else {
+                    throw ThumbdError.badRequest(.badParameter, "priority must be high, normal or low")
+                }
+                self.priority = priority
+            }
+            if object.contains(.items) {
+                items = try object.decode([Item].self, forKey: .items).map { ($0.id, $0.url) }
+            } else if object.contains(.urls) {
+                items = try object.decode([Lenient<String>].self, forKey: .urls).map { (nil, $0.value ?? "") }
+            }
+        }
+    }
+
+    /// `{"url": "...", "id": "..."}`; anything else is an item without a URL. A numeric id is
+    /// kept as its text.
+    private struct Item: Decodable {
+        var url = ""
+        var id: String?
+
+        enum Key: String, CodingKey { case url, id }
+
+        init(from decoder: any Decoder) throws {
+            guard let object = try? decoder.container(keyedBy: Key.self) else { return }
+            url = (try? object.decode(String.self, forKey: .url)) ?? ""
+            if let text = try? object.decode(String.self, forKey: .id) {
+                id = text
+            } else if let number = try? object.decode(Double.self, forKey: .id) {
+                id = number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+            }
+        }
+    }
+
+    /// A value of type T, or nil when the element is something else.
+    private struct Lenient<T: Decodable>: Decodable {
+        var value: T?
+        init(from decoder: any Decoder) throws {
+            value = try? decoder.singleValueContainer().decode(T.self)
         }
     }
 }

@@ -41,16 +41,13 @@ public struct Warmer {
 
     public func run(urls: [String]) throws -> Report {
         guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        var items: [[String: String]] = []
-        for (index, url) in urls.enumerated() { items.append(["url": url, "id": String(index)]) }
-        var request: [String: Any] = ["items": items]
-        if let priority { request["priority"] = priority }
-        let body = try JSONSerialization.data(withJSONObject: request)
+        let request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0)) }, priority: priority)
+        let body = try JSONEncoder().encode(request)
         let post = try DaemonConnection(base: server)
         let head = try post.send("POST", "/batches", headers: ["Content-Type": "application/json"], body: Array(body))
-        let answer = (try? JSONSerialization.jsonObject(with: Data(try post.body()))) as? [String: Any] ?? [:]
-        guard head.status == 201, let events = answer["events"] as? String else {
-            throw DaemonClientError("thumbd refused the batch (\(head.status)): \(answer["message"] as? String ?? "no message")")
+        let answer = try? JSONDecoder().decode(BatchAnswer.self, from: Data(try post.body()))
+        guard head.status == 201, let events = answer?.events else {
+            throw DaemonClientError("thumbd refused the batch (\(head.status)): \(answer?.message ?? "no message")")
         }
         var report = Report(total: urls.count)
         let started = Date()
@@ -92,7 +89,20 @@ public struct Warmer {
         return report
     }
 
-    /// Updates the report from one event; true at `end`.
+    private struct BatchBody: Encodable {
+        struct Item: Encodable { var url: String; var id: String }
+        var items: [Item]
+        var priority: String?
+    }
+
+    /// The 201 (`events`) or an error (`message`).
+    private struct BatchAnswer: Decodable {
+        var events: String?
+        var message: String?
+    }
+
+    /// Updates the report from one event; true at `end`. The event's data stays an untyped
+    /// JSON object: `--json` passes it through whole, whatever fields it carries.
     private func apply(_ event: EventStreamParser.Event, to report: inout Report) -> Bool {
         let data = (try? JSONSerialization.jsonObject(with: Data(event.data.utf8))) as? [String: Any] ?? [:]
         if json {

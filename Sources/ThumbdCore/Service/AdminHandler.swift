@@ -1,3 +1,5 @@
+import Foundation
+
 /// `GET /stats` (what `thumbd stats` prints) and `DELETE /cache[?url=…]` (what
 /// `thumbd purge` does). Like the rest of thumbd they listen on loopback by default; put
 /// them behind your own access control if you listen elsewhere.
@@ -13,14 +15,17 @@ struct AdminHandler: Sendable {
             let store = source.store.statistics()
             let counters = source.counters
             let now = status()
-            return .json(200, """
-                {"objects":\(store.objects),"bytes":\(store.bytes),"maxBytes":\(maxBytes),"evictions":\(store.evictions),\
-                "hits":\(counters.hits.load(ordering: .relaxed)),"misses":\(counters.misses.load(ordering: .relaxed)),\
-                "coalesced":\(counters.coalesced.load(ordering: .relaxed)),"stale":\(counters.stale.load(ordering: .relaxed)),\
-                "hitRatio":\(counters.hitRatio),"fetchesInFlight":\(now.fetches),"waitingRequests":\(now.waiting),\
-                "openEventStreams":\(now.streams),"runningBatches":\(now.running),"keptBatches":\(now.kept),\
-                "storeWritable":\(source.store.writeHealth == nil)}\n
-                """, headers: [("Cache-Control", "no-store")])
+            let stats = DaemonStats(
+                objects: store.objects, bytes: store.bytes, maxBytes: maxBytes, evictions: store.evictions,
+                hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
+                coalesced: counters.coalesced.load(ordering: .relaxed), stale: counters.stale.load(ordering: .relaxed),
+                hitRatio: counters.hitRatio, fetchesInFlight: now.fetches, waitingRequests: now.waiting,
+                openEventStreams: now.streams, runningBatches: now.running, keptBatches: now.kept,
+                storeWritable: source.store.writeHealth == nil)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let body = (try? encoder.encode(stats)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            return .json(200, body + "\n", headers: [("Cache-Control", "no-store")])
         case ("/cache", "DELETE"):
             do {
                 let removed: Int

@@ -1,0 +1,20 @@
+/// `GET /stats`: what `thumbd stats` prints. One Codable type for both ends of the wire.
+public struct DaemonStats: Codable, Sendable, Equatable {
+    public var objects: Int
+    public var bytes: Int64
+    public var maxBytes: Int64
+    public var evictions: Int
+    public var hits: Int
+    public var misses: Int
+    public var coalesced: Int
+    public var stale: Int
+    /// hits / (hits + misses + coalesced + stale), since start.
+    public var hitRatio: Double
+    public var fetchesInFlight: Int
+    public var waitingRequests: Int
+    public var openEventStreams: Int
+    public var runningBatches: Int
+    public var keptBatches: Int
+    /// False while cache writes fail (a full disk); see /healthz.
+    public var storeWritable: Bool
+}
