@@ -333,11 +333,11 @@ def cold_coalesce(server, origin, clients=200, delay_ms=200):
     }
 
 
-def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50):
-    """`urls` distinct cold URLs, `concurrency` in flight at a time (a new one starts as
-    soon as one finishes); plain sockets and epoll, like `burst`."""
+def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50, paths=None):
+    """`urls` distinct cold URLs (or the given `paths`), `concurrency` in flight at a time (a
+    new one starts as soon as one finishes); plain sockets and epoll, like `burst`."""
     import selectors
-    paths = [server.path("/img/fan-%s-%d.jpg?delay=%d" % (server.name, i, delay_ms)) for i in range(urls)]
+    paths = paths or [server.path("/img/fan-%s-%d.jpg?delay=%d" % (server.name, i, delay_ms)) for i in range(urls)]
     selector = selectors.DefaultSelector()
     pending = list(reversed(paths))
     state = {}
@@ -352,7 +352,7 @@ def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50):
     began = time.monotonic()
     while pending and len(state) < concurrency:
         start_one()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while state and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1):
             sock = key.fileobj
@@ -584,8 +584,44 @@ def scenario_delivery(servers, origin, seconds, rounds, work):
     return [(label, key, t, f) for key, (t, f) in delivery(servers[0], origin).items()]
 
 
+def thread_cpu_seconds(pid, name):
+    """CPU seconds (user + system) of the threads of `pid` called `name`."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if comm == name:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def fetch_thread_cpu(server, origin, urls=300, size=1 << 20):
+    """CPU time of the transfer thread (curl's) per cold fetch of a 1 MB image: what the
+    thread does besides moving bytes (hashing, storing, answering) shows up here."""
+    pid = server.proc.pid
+    before = thread_cpu_seconds(pid, "thumbd-fetch")
+    paths = [server.path("/img/cpu-%d.jpg?size=%d" % (i, size)) for i in range(urls)]
+    t = cold_fanout(server, origin, concurrency=50, paths=paths)
+    after = thread_cpu_seconds(pid, "thumbd-fetch")
+    return {"transfer-thread CPU ms per fetch": (after - before) * 1000 / urls, "wall ms": t["wall ms"],
+            "errors": t["errors"]}
+
+
+def scenario_fetchcpu(servers, origin, seconds, rounds, work):
+    print("bench: transfer-thread CPU per cold fetch", file=sys.stderr)
+    label = "300 cold fetches of 1 MB, c=50 (nginx: no equivalent)"
+    return [(label, key, value, None) for key, value in fetch_thread_cpu(servers[0], origin).items()]
+
+
 SCENARIOS = {"hot": scenario_hot, "coalesce": scenario_coalesce, "fanout": scenario_fanout,
-             "waiting": scenario_waiting, "streams": scenario_streams, "delivery": scenario_delivery}
+             "waiting": scenario_waiting, "streams": scenario_streams, "delivery": scenario_delivery,
+             "fetchcpu": scenario_fetchcpu}
 
 
 # ---------------------------------------------------------------- main

@@ -20,8 +20,6 @@ public enum Priority: Int, Sendable, Comparable, CaseIterable {
 public struct UpstreamResponse: Sendable {
     public var status: Int
     public var body: Bytes
-    /// Sniffed from the body, not taken from the origin's header.
-    public var contentType: String
     public var etag: String?
     public var lastModified: String?
     public var cacheControl: String?

@@ -202,12 +202,11 @@ final class Transfer {
                 if status == 404 || status == 410 { return .failure(.upstreamStatus(status)) }
                 return .failure(.badGateway(.upstreamStatus, "the origin answered \(status)"))
             }
-            guard let type = ImageSniffer.contentType(of: body) else { return .failure(.notAnImage) }
             if lastProgress.received != Int64(body.count) {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
             }
             return .success(UpstreamResponse(
-                status: 200, body: Bytes(body), contentType: type, etag: headers.etag,
+                status: 200, body: Bytes(body), etag: headers.etag,
                 lastModified: headers.lastModified, cacheControl: headers.cacheControl,
                 expires: headers.expires, date: headers.date))
         case CURLE_OPERATION_TIMEDOUT:

@@ -10,6 +10,7 @@ public final class Thumbd: Sendable {
     private let loop: TransferLoop
     private let coalescer: FetchCoalescer
     private let batches: BatchRegistry
+    private let stage: ProcessingStage
     private let server: HTTPServer
     private let logger: Logger
 
@@ -37,7 +38,9 @@ public final class Thumbd: Sendable {
         let store = try CacheStore(configuration: configuration.store, logger: logger)
         let loop = TransferLoop(configuration: configuration.upstream, policy: policy, logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
-        let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, configuration: configuration, logger: logger)
+        let stage = ProcessingStage()
+        let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage,
+                                  configuration: configuration, logger: logger)
         let batches = BatchRegistry(configuration: configuration.batches, source: source, policy: policy)
         let status = StatusBox()
         let admin = AdminHandler(source: source, policy: policy, maxBytes: configuration.store.maxBytes) {
@@ -68,6 +71,7 @@ public final class Thumbd: Sendable {
         self.store = store
         self.loop = loop
         self.coalescer = coalescer
+        self.stage = stage
         self.batches = batches
         status.set { [coalescer, server, batches] in
             let counts = batches.counts
@@ -92,6 +96,7 @@ public final class Thumbd: Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         loop.shutdown()
+        stage.drain()  // the last completions answer their waiters
         if !server.waitUntilIdle(timeout: .seconds(5)) {
             logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(server.suspendedConnections)"])
         }

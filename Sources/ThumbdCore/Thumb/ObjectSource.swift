@@ -10,13 +10,15 @@ final class ObjectSource: Sendable {
     let store: CacheStore
     let coalescer: FetchCoalescer
     let loop: TransferLoop
+    let stage: ProcessingStage
     let counters = CacheCounters()
     private let configuration: ThumbdConfiguration
     private let logger: Logger
     private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
 
-    init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop,
+    init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop, stage: ProcessingStage,
          configuration: ThumbdConfiguration, logger: Logger) {
+        self.stage = stage
         self.store = store
         self.coalescer = coalescer
         self.loop = loop
@@ -41,8 +43,8 @@ final class ObjectSource: Sendable {
         let key = destination.url
         let joined = coalescer.join(key: key, priority: priority, waiter: waiter) {
             FetchJob(url: destination.url, host: destination.host, priority: priority) { [self] job, result in
-                // Runs on the transfer loop: the store write goes to the writer queue.
-                finish(job, key: key, url: destination.url, result: result)
+                // Called on the transfer loop, which only hands the bytes over.
+                stage.submit { [self] in finish(job, key: key, url: destination.url, result: result) }
             }
         }
         guard let job = joined.job, joined.ready == nil else { return joined }
@@ -60,16 +62,25 @@ final class ObjectSource: Sendable {
         if let job = coalescer.leave(ticket) { loop.cancel(job) }
     }
 
+    /// On the processing stage: checks the bytes, makes the object, answers the waiters, then
+    /// submits the store write.
     private func finish(_ job: FetchJob, key: String, url: String, result: Result<UpstreamResponse, ThumbdError>) {
         let now = Self.now()
-        switch result {
-        case .success(let response):
+        // Judged by the bytes, not the origin's header (415).
+        let checked = result.flatMap { response -> Result<(UpstreamResponse, String), ThumbdError> in
+            // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
+            let head = response.body.withUnsafeBytes { Array($0.prefix(64)) }
+            guard let type = ImageSniffer.contentType(of: head) else { return .failure(.notAnImage) }
+            return .success((response, type))
+        }
+        switch checked {
+        case .success(let (response, contentType)):
             let freshness = Freshness.of(
                 cacheControl: response.cacheControl, expires: response.expires, date: response.date,
                 now: Date(timeIntervalSince1970: TimeInterval(now)),
                 defaultTTL: configuration.store.defaultTTLSeconds, maxTTL: configuration.store.maxTTLSeconds)
             let object = CachedObject(
-                key: key, url: url, status: 200, contentType: response.contentType, body: response.body,
+                key: key, url: url, status: 200, contentType: contentType, body: response.body,
                 etag: Self.etag(of: response.body), upstreamETag: response.etag, lastModified: response.lastModified,
                 fetchedAt: now, expiresAt: now + Int64(freshness.ttlSeconds))
             guard freshness.storable else {
