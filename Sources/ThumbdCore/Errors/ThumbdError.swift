@@ -17,21 +17,14 @@ public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
         Bytes("{\"error\":\(JSONText.quote(code.rawValue)),\"message\":\(JSONText.quote(message))}\n")
     }
 
-    // Shorthands that say the status class where it is thrown.
-    public static func badRequest(_ code: ErrorCode, _ message: String) -> ThumbdError {
-        precondition(code.status == 400, "\(code) is not a 400")
-        return .init(code, message)
-    }
-    public static func forbidden(_ code: ErrorCode, _ message: String) -> ThumbdError {
-        precondition(code.status == 403, "\(code) is not a 403")
-        return .init(code, message)
-    }
-    public static func badGateway(_ code: ErrorCode, _ message: String) -> ThumbdError {
-        precondition(code.status == 502, "\(code) is not a 502")
-        return .init(code, message)
-    }
-    public static func unavailable(_ code: ErrorCode, _ message: String) -> ThumbdError {
-        precondition(code.status == 503, "\(code) is not a 503")
+    // Shorthands that say the status class where it is thrown (and check it).
+    public static func badRequest(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(400, code, message) }
+    public static func forbidden(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(403, code, message) }
+    public static func badGateway(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(502, code, message) }
+    public static func unavailable(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(503, code, message) }
+
+    private static func checked(_ status: Int, _ code: ErrorCode, _ message: String) -> ThumbdError {
+        precondition(code.status == status, "\(code) is not a \(status)")
         return .init(code, message)
     }
     public static let notFound = ThumbdError(.notFound, "no such resource")
