@@ -1,15 +1,16 @@
 import Foundation
 
 /// `GET /stats` (what `thumbd stats` prints) and `DELETE /cache[?url=…]` (what
-/// `thumbd purge` does). Like the rest of thumbd they listen on loopback by default; put
-/// them behind your own access control if you listen elsewhere.
+/// `thumbd purge` does). Neither makes a server thread wait for SQLite: the stats read the
+/// totals the writer published last, and a purge is answered from the writer queue. Like the
+/// rest of thumbd they listen on loopback (and answer only its names, RequestGuard).
 struct AdminHandler: Sendable {
     let source: ObjectSource
     let policy: DestinationPolicy
     let maxBytes: Int64
     let status: @Sendable () -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int)
 
-    func handle(_ request: Request) -> Response {
+    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
         switch (request.path, request.method) {
         case ("/stats", "GET"), ("/stats", "HEAD"):
             let store = source.store.statistics()
@@ -25,29 +26,36 @@ struct AdminHandler: Sendable {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let body = (try? encoder.encode(stats)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-            return .json(200, body + "\n", headers: [("Cache-Control", "no-store")])
+            return .response(.json(200, body + "\n", headers: [("Cache-Control", "no-store")]))
         case ("/cache", "DELETE"):
-            do {
-                let removed: Int
-                if let url = request.query["url"] {
-                    removed = try source.store.purge(try policy.validate(url).url)
-                } else if request.query["all"] == "1" || request.query.isEmpty {
-                    removed = try source.store.purge(nil)
-                } else {
-                    return .error(.badRequest(.badParameter, "use DELETE /cache?url=… or DELETE /cache"))
+            let key: String?
+            if let url = request.query["url"] {
+                do {
+                    key = try policy.validate(url).url
+                } catch {
+                    return .response(.error(error))
                 }
-                return .json(200, "{\"purged\":\(removed)}\n", headers: [("Cache-Control", "no-store")])
-            } catch let error as ThumbdError {
-                return .error(error)
-            } catch {
-                // The cause (a full disk) is in the log and in /healthz; not SQLite's text here.
-                return .error(.unavailable(.storeUnavailable, "the cache cannot be written now; see /healthz"),
-                              headers: [("Retry-After", "10")])
+            } else if request.query["all"] == "1" || request.query.isEmpty {
+                key = nil
+            } else {
+                return .response(.error(.badRequest(.badParameter, "use DELETE /cache?url=… or DELETE /cache")))
             }
+            // Answered from the writer queue: no server thread waits for SQLite.
+            source.store.purge(key) { result in
+                switch result {
+                case .success(let removed):
+                    context.respond(.json(200, "{\"purged\":\(removed)}\n", headers: [("Cache-Control", "no-store")]))
+                case .failure:
+                    // The cause (a full disk) is in the log and in /healthz; not SQLite's text here.
+                    context.respond(.error(.unavailable(.storeUnavailable, "the cache cannot be written now; see /healthz"),
+                                           headers: [("Retry-After", "10")]))
+                }
+            }
+            return .suspend
         case ("/stats", _):
-            return Router.notAllowed("GET, HEAD")
+            return .response(Router.notAllowed("GET, HEAD"))
         default:
-            return Router.notAllowed("DELETE")
+            return .response(Router.notAllowed("DELETE"))
         }
     }
 }

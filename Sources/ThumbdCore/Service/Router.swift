@@ -15,7 +15,7 @@ struct Router: HTTPHandler {
         }
         switch request.path {
         case "/stats", "/cache":
-            return .response(admin.handle(request))
+            return admin.handle(request, context: context)
         case "/":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return .response(Response(status: 200, headers: [

@@ -28,6 +28,9 @@ public final class CacheStore: Sendable {
     private let writeFailure = Mutex<WriteFailure?>(nil)
     private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
     private let reserve: SpaceReserve
+    /// The writer's totals as of its last operation, so that reading them (`/stats`) never
+    /// waits behind a write.
+    private let published = Mutex(Statistics(objects: 0, bytes: 0, evictions: 0))
 
     /// Why writes fail: the disk is full, or another I/O error. Reads go on meanwhile.
     public struct WriteFailure: Sendable, Equatable {
@@ -63,7 +66,10 @@ public final class CacheStore: Sendable {
         writer = WriterState(db: db)
         reserve = SpaceReserve(databasePath: configuration.path)
         writerQueue.sync { reserve.ensure() }
-        try writerQueue.sync { try writer.loadTotals() }
+        try writerQueue.sync {
+            try writer.loadTotals()
+            publishStatistics()
+        }
         let timer = DispatchSource.makeTimerSource(queue: writerQueue)
         let interval = DispatchTimeInterval.milliseconds(configuration.accessFlushMilliseconds)
         timer.schedule(deadline: .now() + interval, repeating: interval)
@@ -110,6 +116,7 @@ public final class CacheStore: Sendable {
                 hot.remove([object.key])
                 writeFailed(error, context: "store.insert")
             }
+            publishStatistics()
             completion(result)
         }
     }
@@ -122,24 +129,33 @@ public final class CacheStore: Sendable {
 
     /// Removes one key, or everything when `key` is nil. Returns how many objects went.
     public func purge(_ key: String?) throws -> Int {
-        try writerQueue.sync {
+        try writerQueue.sync { try purgeOnWriter(key) }
+    }
+
+    /// The same without blocking the caller: `completion` runs on the writer queue.
+    public func purge(_ key: String?, completion: @escaping @Sendable (Result<Int, any Error>) -> Void) {
+        writerQueue.async { [self] in completion(Result { try purgeOnWriter(key) }) }
+    }
+
+    private func purgeOnWriter(_ key: String?) throws -> Int {
+        dispatchPrecondition(condition: .onQueue(writerQueue))
+        defer { publishStatistics() }
+        do {
+            let removed: Int
             do {
-                let removed: Int
-                do {
-                    removed = try writer.purge(key)
-                } catch {
-                    // A full disk cannot take even a delete: give up the reserve, then retry.
-                    guard reserve.release() else { throw error }
-                    writer.recover()
-                    removed = try writer.purge(key)
-                }
-                if let key { hot.remove([key]) } else { hot.removeAll() }
-                writeSucceeded()
-                return removed
+                removed = try writer.purge(key)
             } catch {
-                writeFailed(error, context: "store.purge")
-                throw error
+                // A full disk cannot take even a delete: give up the reserve, then retry.
+                guard reserve.release() else { throw error }
+                writer.recover()
+                removed = try writer.purge(key)
             }
+            if let key { hot.remove([key]) } else { hot.removeAll() }
+            writeSucceeded()
+            return removed
+        } catch {
+            writeFailed(error, context: "store.purge")
+            throw error
         }
     }
 
@@ -173,8 +189,14 @@ public final class CacheStore: Sendable {
         logger.notice("store.write recovered", metadata: ["store.failures": "\(recovered.count)"])
     }
 
+    /// Never waits for the writer: the totals as of its last operation.
     public func statistics() -> Statistics {
-        writerQueue.sync { writer.statistics }
+        published.withLock { $0 }
+    }
+
+    private func publishStatistics() {
+        let current = writer.statistics
+        published.withLock { $0 = current }
     }
 
     /// Flushes pending access times and closes every connection. Idempotent.
