@@ -10,6 +10,8 @@ WORKDIR /src
 COPY Package.swift ./
 RUN swift package resolve
 COPY Sources ./Sources
+# The manifest names the test targets too (ThumbdTesting has a path of its own).
+COPY Tests ./Tests
 RUN swift build -c release --product thumbd --static-swift-stdlib \
  && install -D "$(swift build -c release --show-bin-path)/thumbd" /out/thumbd
 

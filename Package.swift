@@ -1,6 +1,10 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// The arrows: thumbd → ThumbdCore → {HTTPServer, Upstream, BlobStore} → C modules, with
+// Support (bytes, addresses, thread names) under all of them. Each C module is a
+// dependency of exactly one wrapper target, and no wrapper depends on ThumbdCore, so the
+// compiler refuses a layer that leans the wrong way.
 let package = Package(
     name: "thumbd",
     platforms: [.macOS(.v15)],
@@ -14,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-system", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // One thin system-library target per C library: module map + pkg-config + apt provider.
@@ -27,38 +32,78 @@ let package = Package(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
 
-        // The logic: one folder per concern (Server, Fetch, Coalescing, Store, Config, Thumb, Service).
+        // What every layer shares and none owns: the byte buffer, IP addresses, thread names.
+        .target(
+            name: "Support",
+            dependencies: [.product(name: "Logging", package: "swift-log")]),
+
+        // One wrapper per C library. None of them knows a product type.
+        .target(
+            name: "HTTPServer",
+            dependencies: ["CMicroHTTPD", "Support", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "Upstream",
+            dependencies: ["CCurl", "Support", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "BlobStore",
+            dependencies: ["CSQLite", "Support", .product(name: "Logging", package: "swift-log")]),
+
+        // The product: routing, /thumb, batches, events, coalescing, policy, processing.
         .target(
             name: "ThumbdCore",
             dependencies: [
-                "CMicroHTTPD", "CCurl", "CSQLite",
+                "HTTPServer", "Upstream", "BlobStore", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
 
-        // Argument parsing only.
+        // What `thumbd warm|stats|purge` use: one HTTP client, the SSE parser.
+        .target(
+            name: "ThumbdClient",
+            dependencies: ["Support"]),
+
+        // Argument parsing and the service group.
         .executableTarget(
             name: "thumbd",
             dependencies: [
-                "ThumbdCore",
+                "ThumbdCore", "ThumbdClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
 
         // libFuzzer target for the parsers of untrusted input (scripts/fuzz); without
         // -DFUZZING it replays a corpus. Debug builds only (@testable import).
         .executableTarget(
             name: "ThumbdFuzz",
-            dependencies: ["ThumbdCore"]),
+            dependencies: ["ThumbdCore", "Upstream", "Support", "ThumbdClient"]),
 
+        // Test support: a daemon on an ephemeral port, a real origin, one raw HTTP client.
+        .target(
+            name: "ThumbdTesting",
+            dependencies: ["ThumbdCore", "ThumbdClient", "Support"],
+            path: "Tests/ThumbdTesting"),
+
+        .testTarget(name: "SupportTests", dependencies: ["Support"]),
+        .testTarget(
+            name: "HTTPServerTests",
+            dependencies: ["HTTPServer", "ThumbdClient", "Support", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
+        .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support"]),
+        .testTarget(name: "ThumbdClientTests", dependencies: ["ThumbdClient"]),
         .testTarget(
             name: "ThumbdCoreTests",
-            dependencies: ["ThumbdCore"]),
+            dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Support"]),
         .testTarget(
             name: "ThumbdIntegrationTests",
-            dependencies: ["ThumbdCore"]),
+            dependencies: [
+                "ThumbdCore", "ThumbdTesting", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Support",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,7 +9,11 @@
 //
 // Debug builds only: it reads internals through @testable import.
 import Foundation
+@testable import HTTPServer
+import Support
+import ThumbdClient
 @testable import ThumbdCore
+@testable import Upstream
 
 enum Fuzz {
     static let strict = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
@@ -17,7 +21,8 @@ enum Fuzz {
     static let requestGuard = RequestGuard(listenHost: "127.0.0.1", allowedHosts: ["thumbd.internal"],
                                            allowedOrigins: ["https://app.example"])
     static let connections = ConnectionGuard(limits: .init(maxConnections: 16, idleTimeout: .seconds(60),
-                                                           requestTimeout: .seconds(20), maxQueryParameters: 64))
+                                                           requestTimeout: .seconds(20), maxQueryParameters: 64),
+                                             render: { Response(status: $0.status) })
 
     static func one(_ input: [UInt8]) {
         guard let selector = input.first else { return }

@@ -2,6 +2,9 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import ServiceLifecycle
+import Support
+import ThumbdClient
 import ThumbdCore
 
 @main
@@ -53,43 +56,29 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         signal(SIGPIPE, SIG_IGN)
-        let daemon = try Thumbd(configuration: settings, logger: Logger(label: "thumbd"))
+        ProcessLimits.raiseOpenFiles()  // every open event stream is a socket
+        let logger = Logger(label: "thumbd")
+        let daemon = Thumbd(configuration: settings, logger: logger)
+        do {
+            try daemon.start()
+        } catch let error as ThumbdError {
+            throw ValidationError(error.message)
+        }
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
-        await Self.waitForTerminationSignal()
-        daemon.shutdown()
-    }
-
-    private static func waitForTerminationSignal() async {
-        let queue = DispatchQueue(label: "thumbd.signals")
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = OnceFlag()
-            var sources: [any DispatchSourceSignal] = []
-            for number in [SIGINT, SIGTERM] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler {
-                    if once.set() { continuation.resume() }
-                }
-                source.resume()
-                sources.append(source)
-            }
-            Signals.keep(sources)
+        // One service, one way to stop: SIGTERM or SIGINT starts the graceful shutdown, which
+        // ends `run()` after the daemon has stopped in order (Thumbd.shutdown).
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        // Every thread the daemon started must have ended by now (the process would end them
+        // anyway; saying so here is how a test sees a component that forgot one).
+        let left = ThreadName.living(withPrefixes: ["thumbd-", "MHD-"])
+        if left.isEmpty {
+            logger.info("thumbd.exit", metadata: ["threads.left": "0"])
+        } else {
+            logger.error("thumbd.exit with threads still running", metadata: ["threads.left": "\(left.joined(separator: ","))"])
         }
-    }
-}
-
-/// Keeps the signal sources alive for the life of the process.
-private enum Signals {
-    nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
-    static func keep(_ sources: [any DispatchSourceSignal]) { self.sources = sources }
-}
-
-private final class OnceFlag: @unchecked Sendable {  // only touched on the signals queue
-    private var done = false
-    func set() -> Bool {
-        defer { done = true }
-        return !done
     }
 }
 

@@ -1,4 +1,5 @@
 import Testing
+import Support
 @testable import ThumbdCore
 
 @Suite("DestinationPolicy")

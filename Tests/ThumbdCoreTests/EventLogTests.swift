@@ -1,4 +1,5 @@
 import Testing
+import HTTPServer
 @testable import ThumbdCore
 
 /// The event log and its readers without sockets: ids, replay, Last-Event-ID, reading in

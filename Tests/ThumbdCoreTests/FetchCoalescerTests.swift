@@ -1,5 +1,8 @@
 import Synchronization
 import Testing
+import Support
+import Upstream
+import BlobStore
 @testable import ThumbdCore
 
 @Suite("FetchCoalescer")

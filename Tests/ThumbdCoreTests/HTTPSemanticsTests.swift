@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import Support
+import Upstream
 @testable import ThumbdCore
 
 @Suite("Freshness, sniffing, validators")

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import ThumbdCore
+import ThumbdTesting
+import ThumbdClient
+import Support
 
 /// Issue 7, defect 3: finished batches were kept for their whole retention without any
 /// bound (400 batches of 1,000 refused URLs grew RSS by 240 MB).

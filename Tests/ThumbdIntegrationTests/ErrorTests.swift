@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ThumbdTesting
 
 @Suite("The contract's error table, produced by a real local origin")
 struct ErrorTests {
@@ -38,51 +39,48 @@ struct ErrorTests {
 
     @Test("each row answers its status and JSON code", arguments: cases)
     func row(_ row: Case) async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon {
+        try await withOriginAndDaemon({
             $0.upstream.maxObjectBytes = 200_000
             $0.upstream.maxRedirects = 3
             $0.upstream.timeoutMilliseconds = 700
+        }) { origin, daemon in
+            let result = try await request(daemon.port, row.target(origin), method: row.method)
+            #expect(result.status == row.status)
+            #expect(result[header: "Content-Type"] == "application/json")
+            #expect(result.errorCode == row.code)
+            // The daemon is still up and serving.
+            #expect(try await request(daemon.port, origin.thumb("/img/after.jpg")).status == 200)
         }
-        defer { daemon.remove(); origin.stop() }
-        let result = try await request(daemon.port, row.target(origin), method: row.method)
-        #expect(result.status == row.status)
-        #expect(result[header: "Content-Type"] == "application/json")
-        #expect(result.errorCode == row.code)
-        // The daemon is still up and serving.
-        #expect(try await request(daemon.port, origin.thumb("/img/after.jpg")).status == 200)
     }
 
     @Test("redirects within the limit are followed")
     func redirectsFollowed() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon { $0.upstream.maxRedirects = 3 }
-        defer { daemon.remove(); origin.stop() }
-        let result = try await request(daemon.port, origin.thumb("/redirect/3"))
-        #expect(result.status == 200)
-        #expect(try await origin.requests("/redirect/0") == 1)
+        try await withOriginAndDaemon({ $0.upstream.maxRedirects = 3 }) { origin, daemon in
+            let result = try await request(daemon.port, origin.thumb("/redirect/3"))
+            #expect(result.status == 200)
+            #expect(try await origin.requests("/redirect/0") == 1)
+        }
     }
 
     @Test("a full queue answers 503 at once")
     func queueFull() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon {
+        try await withOriginAndDaemon({
             $0.upstream.maxConcurrent = 1
             $0.upstream.maxQueued = 1
+        }) { origin, daemon in
+            let running = try RawConnection(port: daemon.port)
+            try running.send("GET", origin.thumb("/gate/q1"))
+            let queued = try RawConnection(port: daemon.port)
+            try queued.send("GET", origin.thumb("/gate/q2"))
+            #expect(try await eventually { daemon.thumbd.waitingRequests == 2 })
+            let refused = try await request(daemon.port, origin.thumb("/gate/q3"))
+            #expect(refused.status == 503)
+            #expect(refused.errorCode == "queue_full")
+            try await origin.release("q1")
+            try await origin.release("q2")
+            #expect(try await blocking { try running.read() }.status == 200)
+            #expect(try await blocking { try queued.read() }.status == 200)
         }
-        defer { daemon.remove(); origin.stop() }
-        let running = try RawConnection(port: daemon.port)
-        try running.send("GET", origin.thumb("/gate/q1"))
-        let queued = try RawConnection(port: daemon.port)
-        try queued.send("GET", origin.thumb("/gate/q2"))
-        #expect(try await eventually { daemon.thumbd.waitingRequests == 2 })
-        let refused = try await request(daemon.port, origin.thumb("/gate/q3"))
-        #expect(refused.status == 503)
-        #expect(refused.errorCode == "queue_full")
-        try await origin.release("q1")
-        try await origin.release("q2")
-        #expect(try await blocking { try running.read() }.status == 200)
-        #expect(try await blocking { try queued.read() }.status == 200)
     }
 }
 
@@ -90,16 +88,15 @@ struct ErrorTests {
 struct OversizeTests {
     @Test("an over-long request line is refused with a 4xx and the daemon stays up")
     func longRequestLine() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let huge = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 40_000))
-        let refused = try await request(daemon.port, huge)
-        #expect((400..<500).contains(refused.status))
-        let tooLongURL = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 5_000))
-        let rejected = try await request(daemon.port, tooLongURL)
-        #expect(rejected.status == 400)
-        #expect(rejected.errorCode == "url_too_long")
-        #expect(try await request(daemon.port, origin.thumb("/img/a.jpg")).status == 200)
+        try await withOriginAndDaemon { origin, daemon in
+            let huge = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 40_000))
+            let refused = try await request(daemon.port, huge)
+            #expect((400..<500).contains(refused.status))
+            let tooLongURL = origin.thumb("/img/a.jpg?pad=" + String(repeating: "x", count: 5_000))
+            let rejected = try await request(daemon.port, tooLongURL)
+            #expect(rejected.status == 400)
+            #expect(rejected.errorCode == "url_too_long")
+            #expect(try await request(daemon.port, origin.thumb("/img/a.jpg")).status == 200)
+        }
     }
 }

@@ -1,54 +1,53 @@
 import Foundation
 import Testing
+import ThumbdTesting
 
 @Suite("GET /thumb: miss, hit, validators, restart")
 struct FetchTests {
     @Test("the first request fetches, the second is a hit, and the bytes are the origin's")
     func missThenHit() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
+        try await withOriginAndDaemon { origin, daemon in
 
-        let first = try await request(daemon.port, origin.thumb("/img/cat.jpg"))
-        #expect(first.status == 200)
-        #expect(first[header: "X-Thumbd-Cache"] == "miss")
-        #expect(first[header: "Content-Type"] == "image/jpeg")
-        #expect(first[header: "Content-Length"] == "12288")
-        #expect(first[header: "Cache-Control"]?.hasPrefix("public, max-age=") == true)
-        let etag = try #require(first[header: "ETag"])
-        #expect(etag.hasPrefix("\"") && etag.hasSuffix("\"") && !etag.hasPrefix("W/"))
-        #expect(first.body == (try await origin.direct("/img/cat.jpg")))
+            let first = try await request(daemon.port, origin.thumb("/img/cat.jpg"))
+            #expect(first.status == 200)
+            #expect(first[header: "X-Thumbd-Cache"] == "miss")
+            #expect(first[header: "Content-Type"] == "image/jpeg")
+            #expect(first[header: "Content-Length"] == "12288")
+            #expect(first[header: "Cache-Control"]?.hasPrefix("public, max-age=") == true)
+            let etag = try #require(first[header: "ETag"])
+            #expect(etag.hasPrefix("\"") && etag.hasSuffix("\"") && !etag.hasPrefix("W/"))
+            #expect(first.body == (try await origin.direct("/img/cat.jpg")))
 
-        let second = try await request(daemon.port, origin.thumb("/img/cat.jpg"))
-        #expect(second.status == 200)
-        #expect(second[header: "X-Thumbd-Cache"] == "hit")
-        #expect(second[header: "ETag"] == etag)
-        #expect(second.body == first.body)
-        #expect(try await origin.requests("/img/cat.jpg") == 1)
+            let second = try await request(daemon.port, origin.thumb("/img/cat.jpg"))
+            #expect(second.status == 200)
+            #expect(second[header: "X-Thumbd-Cache"] == "hit")
+            #expect(second[header: "ETag"] == etag)
+            #expect(second.body == first.body)
+            #expect(try await origin.requests("/img/cat.jpg") == 1)
+        }
     }
 
     @Test("HEAD answers the headers of GET without a body; If-None-Match gives 304")
     func headAndConditional() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
+        try await withOriginAndDaemon { origin, daemon in
 
-        let head = try await request(daemon.port, origin.thumb("/img/h.jpg", "&priority=high"), method: "HEAD")
-        #expect(head.status == 200)
-        #expect(head[header: "Content-Length"] == "12288")
-        #expect(head.body.isEmpty)
-        let etag = try #require(head[header: "ETag"])
+            let head = try await request(daemon.port, origin.thumb("/img/h.jpg", "&priority=high"), method: "HEAD")
+            #expect(head.status == 200)
+            #expect(head[header: "Content-Length"] == "12288")
+            #expect(head.body.isEmpty)
+            let etag = try #require(head[header: "ETag"])
 
-        let notModified = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": etag])
-        #expect(notModified.status == 304)
-        #expect(notModified.body.isEmpty)
-        #expect(notModified[header: "ETag"] == etag)
-        let weakList = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": "\"other\", W/\(etag)"])
-        #expect(weakList.status == 304)
-        let changed = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": "\"other\""])
-        #expect(changed.status == 200)
-        #expect(changed.body.count == 12288)
-        #expect(try await origin.requests("/img/h.jpg") == 1)
+            let notModified = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": etag])
+            #expect(notModified.status == 304)
+            #expect(notModified.body.isEmpty)
+            #expect(notModified[header: "ETag"] == etag)
+            let weakList = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": "\"other\", W/\(etag)"])
+            #expect(weakList.status == 304)
+            let changed = try await request(daemon.port, origin.thumb("/img/h.jpg"), headers: ["If-None-Match": "\"other\""])
+            #expect(changed.status == 200)
+            #expect(changed.body.count == 12288)
+            #expect(try await origin.requests("/img/h.jpg") == 1)
+        }
     }
 
     @Test("a restarted daemon serves from its SQLite file without asking the origin")
@@ -72,68 +71,64 @@ struct FetchTests {
 
     @Test("the origin's max-age sets the freshness; no-store is served but not kept")
     func freshnessFromOrigin() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let short = try await request(daemon.port, origin.thumb("/img/short.jpg?cc=max-age%3D120"))
-        let maxAge = short[header: "Cache-Control"].flatMap { Int($0.split(separator: "=").last ?? "") }
-        #expect(maxAge != nil && maxAge! <= 120 && maxAge! >= 118)
+        try await withOriginAndDaemon { origin, daemon in
+            let short = try await request(daemon.port, origin.thumb("/img/short.jpg?cc=max-age%3D120"))
+            let maxAge = short[header: "Cache-Control"].flatMap { Int($0.split(separator: "=").last ?? "") }
+            #expect(maxAge != nil && maxAge! <= 120 && maxAge! >= 118)
 
-        _ = try await request(daemon.port, origin.thumb("/img/nostore.jpg?cc=no-store"))
-        let again = try await request(daemon.port, origin.thumb("/img/nostore.jpg?cc=no-store"))
-        #expect(again.status == 200)
-        #expect(again[header: "X-Thumbd-Cache"] == "miss")
-        #expect(try await origin.requests("/img/nostore.jpg") == 2)
+            _ = try await request(daemon.port, origin.thumb("/img/nostore.jpg?cc=no-store"))
+            let again = try await request(daemon.port, origin.thumb("/img/nostore.jpg?cc=no-store"))
+            #expect(again.status == 200)
+            #expect(again[header: "X-Thumbd-Cache"] == "miss")
+            #expect(try await origin.requests("/img/nostore.jpg") == 2)
+        }
     }
 
     @Test("an expired object is fetched again; if the origin then fails, the stale copy is served")
     func staleOnError() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let fresh = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
-        #expect(fresh[header: "X-Thumbd-Cache"] == "miss")
-        let refetched = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
-        #expect(refetched[header: "X-Thumbd-Cache"] == "miss")
-        #expect(try await origin.requests("/img/old.jpg") == 2)
-        origin.stop()  // the origin goes away: connection refused
-        try await Task.sleep(for: .milliseconds(100))
-        let stale = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
-        #expect(stale.status == 200)
-        #expect(stale[header: "X-Thumbd-Cache"] == "stale")
-        #expect(stale.body == fresh.body)
+        try await withOriginAndDaemon { origin, daemon in
+            let fresh = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
+            #expect(fresh[header: "X-Thumbd-Cache"] == "miss")
+            let refetched = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
+            #expect(refetched[header: "X-Thumbd-Cache"] == "miss")
+            #expect(try await origin.requests("/img/old.jpg") == 2)
+            origin.stop()  // the origin goes away: connection refused
+            try await Task.sleep(for: .milliseconds(100))
+            let stale = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
+            #expect(stale.status == 200)
+            #expect(stale[header: "X-Thumbd-Cache"] == "stale")
+            #expect(stale.body == fresh.body)
+        }
     }
 
     @Test("404 from the origin is passed through and remembered briefly (negative caching)")
     func negativeCaching() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let first = try await request(daemon.port, origin.thumb("/status/404"))
-        #expect(first.status == 404)
-        #expect(first.errorCode == "upstream_not_found")
-        let second = try await request(daemon.port, origin.thumb("/status/404"))
-        #expect(second.status == 404)
-        #expect(second[header: "X-Thumbd-Cache"] == "hit")
-        #expect(try await origin.requests("/status/404") == 1)
+        try await withOriginAndDaemon { origin, daemon in
+            let first = try await request(daemon.port, origin.thumb("/status/404"))
+            #expect(first.status == 404)
+            #expect(first.errorCode == "upstream_not_found")
+            let second = try await request(daemon.port, origin.thumb("/status/404"))
+            #expect(second.status == 404)
+            #expect(second[header: "X-Thumbd-Cache"] == "hit")
+            #expect(try await origin.requests("/status/404") == 1)
+        }
     }
 
     @Test("fallback=placeholder keeps the error status but answers a PNG tile")
     func placeholder() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let failed = try await request(daemon.port, origin.thumb("/status/500", "&fallback=placeholder"))
-        #expect(failed.status == 502)
-        #expect(failed[header: "Content-Type"] == "image/png")
-        #expect(failed[header: "X-Thumbd-Error"] == "upstream_status")
-        #expect(Array(failed.body.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
-        let badRequest = try await request(daemon.port, "/thumb?url=ftp%3A%2F%2Fx&fallback=placeholder")
-        #expect(badRequest.status == 400)
-        #expect(badRequest[header: "Content-Type"] == "image/png")
-        let badFallback = try await request(daemon.port, origin.thumb("/img/x.jpg", "&fallback=kitten"))
-        #expect(badFallback.status == 400)
-        #expect(badFallback.errorCode == "bad_parameter")
+        try await withOriginAndDaemon { origin, daemon in
+            let failed = try await request(daemon.port, origin.thumb("/status/500", "&fallback=placeholder"))
+            #expect(failed.status == 502)
+            #expect(failed[header: "Content-Type"] == "image/png")
+            #expect(failed[header: "X-Thumbd-Error"] == "upstream_status")
+            #expect(Array(failed.body.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+            let badRequest = try await request(daemon.port, "/thumb?url=ftp%3A%2F%2Fx&fallback=placeholder")
+            #expect(badRequest.status == 400)
+            #expect(badRequest[header: "Content-Type"] == "image/png")
+            let badFallback = try await request(daemon.port, origin.thumb("/img/x.jpg", "&fallback=kitten"))
+            #expect(badFallback.status == 400)
+            #expect(badFallback.errorCode == "bad_parameter")
+        }
     }
 
     @Test("healthz answers 200")

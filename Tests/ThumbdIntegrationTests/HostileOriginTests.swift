@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ThumbdTesting
 
 /// Origins that are broken or malicious (`/hostile/…` in scripts/testorigin.py): each gets
 /// its JSON error at once, nothing bad is stored, and the daemon stays healthy.
@@ -32,28 +33,27 @@ struct HostileOriginTests {
 
     @Test("each hostile origin gets its answer within seconds, and the daemon stays healthy", arguments: cases)
     func hostile(_ row: Case) async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon {
+        try await withOriginAndDaemon({
             $0.upstream.lowSpeedSeconds = 2
             $0.upstream.maxObjectBytes = 4 << 20
+        }) { origin, daemon in
+            let started = ContinuousClock.now
+            let result = try await request(daemon.port, origin.thumb(row.path))
+            #expect(ContinuousClock.now - started < .seconds(20))
+            #expect(result.status == row.status, "\(result.text)")
+            if let code = row.code { #expect(result.errorCode == code) }
+            if row.status == 200 {
+                #expect(result.body[...] == (try await origin.direct(row.path)).prefix(result.body.count))
+                #expect(result.body.count == Int(result[header: "content-length"] ?? "") ?? -1)
+            } else {
+                // Not cached: the next request asks the origin again.
+                let path = String(row.path.split(separator: "?")[0])
+                let once = try await origin.requests(path)
+                _ = try await request(daemon.port, origin.thumb(row.path))
+                #expect(try await origin.requests(path) == 2 * once)
+            }
+            #expect(try await request(daemon.port, "/healthz").status == 200)
         }
-        defer { daemon.remove(); origin.stop() }
-        let started = ContinuousClock.now
-        let result = try await request(daemon.port, origin.thumb(row.path))
-        #expect(ContinuousClock.now - started < .seconds(20))
-        #expect(result.status == row.status, "\(result.text)")
-        if let code = row.code { #expect(result.errorCode == code) }
-        if row.status == 200 {
-            #expect(result.body[...] == (try await origin.direct(row.path)).prefix(result.body.count))
-            #expect(result.body.count == Int(result[header: "content-length"] ?? "") ?? -1)
-        } else {
-            // Not cached: the next request asks the origin again.
-            let path = String(row.path.split(separator: "?")[0])
-            let once = try await origin.requests(path)
-            _ = try await request(daemon.port, origin.thumb(row.path))
-            #expect(try await origin.requests(path) == 2 * once)
-        }
-        #expect(try await request(daemon.port, "/healthz").status == 200)
     }
 
     /// Issue 7, defect 4: an 8 KB Last-Modified was stored and every later hit lost its
@@ -62,30 +62,28 @@ struct HostileOriginTests {
           arguments: ["name=Last-Modified&bytes=8000", "name=ETag&bytes=9000", "name=Cache-Control&bytes=8000",
                       "name=Last-Modified&value=yesterday", "name=Date&bytes=7000", "name=Expires&bytes=7000"])
     func oversizedHeader(_ query: String) async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let target = origin.thumb("/hostile/long-header?" + query)
-        let first = try await request(daemon.port, target)
-        #expect(first.status == 200)
-        for _ in 0..<2 {
-            let again = try await request(daemon.port, target)
-            #expect(again.status == 200)
-            #expect(again.body == first.body)
-            #expect((again[header: "last-modified"] ?? "").utf8.count <= 64)
+        try await withOriginAndDaemon { origin, daemon in
+            let target = origin.thumb("/hostile/long-header?" + query)
+            let first = try await request(daemon.port, target)
+            #expect(first.status == 200)
+            for _ in 0..<2 {
+                let again = try await request(daemon.port, target)
+                #expect(again.status == 200)
+                #expect(again.body == first.body)
+                #expect((again[header: "last-modified"] ?? "").utf8.count <= 64)
+            }
         }
     }
 
     @Test("a trailer cannot change what the headers said: the object is cached")
     func trailerIgnored() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        let first = try await request(daemon.port, origin.thumb("/hostile/trailer"))
-        #expect(first.status == 200)
-        let second = try await request(daemon.port, origin.thumb("/hostile/trailer"))
-        #expect(second[header: "x-thumbd-cache"] == "hit")
-        #expect(try await origin.requests("/hostile/trailer") == 1)
+        try await withOriginAndDaemon { origin, daemon in
+            let first = try await request(daemon.port, origin.thumb("/hostile/trailer"))
+            #expect(first.status == 200)
+            let second = try await request(daemon.port, origin.thumb("/hostile/trailer"))
+            #expect(second[header: "x-thumbd-cache"] == "hit")
+            #expect(try await origin.requests("/hostile/trailer") == 1)
+        }
     }
 
     @Test("a redirect to a loopback name is refused before connecting")

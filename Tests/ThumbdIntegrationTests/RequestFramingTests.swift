@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ThumbdTesting
 
 /// Issue 7, defects 5 and 6: requests whose framing is ambiguous or too big for the
 /// connection pool get their 4xx at once and a close; slow clients meet a deadline; past
@@ -63,7 +64,7 @@ struct RequestFramingTests {
                 guard (try? connection.sendRaw([UInt8(ascii: "X")])) != nil else { break }
                 Thread.sleep(forTimeInterval: 0.1)
             }
-            while let chunk = try? connection.readUntilClose() { received += chunk }
+            while let chunk = try? connection.nextBytes() { received += chunk }
             return (received, ContinuousClock.now - started)
         }
         #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"))

@@ -1,26 +1,26 @@
 import Foundation
 import Testing
+import ThumbdTesting
 
 /// Issue 7, defect 2: DNS rebinding and cross-site requests from pages in the user's browser.
 @Suite("Host names, origins and content types a browser page could abuse")
 struct RequestGuardTests {
     @Test("a foreign Host is 421 everywhere; the cache is not purged")
     func rebinding() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg")).status == 200)
-        let foreign = ["Host": "attacker.example:\(daemon.port)"]
-        for (method, target) in [("DELETE", "/cache"), ("GET", "/stats"), ("GET", origin.thumb("/img/a.jpg")),
-                                 ("POST", "/batches"), ("GET", "/"), ("GET", "/healthz")] {
-            let result = try await request(daemon.port, target, method: method,
-                                           headers: foreign.merging(json) { a, _ in a }, body: method == "POST" ? "{\"urls\":[]}" : "")
-            #expect(result.status == 421, "\(method) \(target)")
-            #expect(result.errorCode == "misdirected_request")
-        }
-        #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg"))[header: "x-thumbd-cache"] == "hit")
-        for host in ["127.0.0.1:\(daemon.port)", "localhost:\(daemon.port)", "[::1]:\(daemon.port)", "LOCALHOST", "localhost."] {
-            #expect(try await request(daemon.port, "/healthz", headers: ["Host": host]).status == 200, "\(host)")
+        try await withOriginAndDaemon { origin, daemon in
+            #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg")).status == 200)
+            let foreign = ["Host": "attacker.example:\(daemon.port)"]
+            for (method, target) in [("DELETE", "/cache"), ("GET", "/stats"), ("GET", origin.thumb("/img/a.jpg")),
+                                     ("POST", "/batches"), ("GET", "/"), ("GET", "/healthz")] {
+                let result = try await request(daemon.port, target, method: method,
+                                               headers: foreign.merging(json) { a, _ in a }, body: method == "POST" ? "{\"urls\":[]}" : "")
+                #expect(result.status == 421, "\(method) \(target)")
+                #expect(result.errorCode == "misdirected_request")
+            }
+            #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg"))[header: "x-thumbd-cache"] == "hit")
+            for host in ["127.0.0.1:\(daemon.port)", "localhost:\(daemon.port)", "[::1]:\(daemon.port)", "LOCALHOST", "localhost."] {
+                #expect(try await request(daemon.port, "/healthz", headers: ["Host": host]).status == 200, "\(host)")
+            }
         }
     }
 
@@ -56,25 +56,24 @@ struct RequestGuardTests {
 
     @Test("state-changing requests from a foreign Origin are 403; GETs from anywhere are answered")
     func foreignOrigin() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg")).status == 200)
-        let attacker = ["Origin": "http://attacker.example"]
-        let purge = try await request(daemon.port, "/cache", method: "DELETE", headers: attacker)
-        #expect(purge.status == 403)
-        #expect(purge.errorCode == "origin_not_allowed")
-        let post = try await request(daemon.port, "/batches", method: "POST", headers: attacker.merging(json) { a, _ in a },
-                                     body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
-        #expect(post.status == 403)
-        #expect(try await request(daemon.port, "/cache", method: "DELETE", headers: ["Origin": "null"]).status == 403)
-        #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg"), headers: attacker)[header: "x-thumbd-cache"] == "hit")
-        // The page thumbd serves posts with its own origin.
-        let own = ["Origin": "http://127.0.0.1:\(daemon.port)", "Host": "127.0.0.1:\(daemon.port)"]
-        let mine = try await request(daemon.port, "/batches", method: "POST", headers: own.merging(json) { a, _ in a },
-                                     body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
-        #expect(mine.status == 201)
-        #expect(try await request(daemon.port, "/stats", headers: attacker).status == 200)
+        try await withOriginAndDaemon { origin, daemon in
+            #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg")).status == 200)
+            let attacker = ["Origin": "http://attacker.example"]
+            let purge = try await request(daemon.port, "/cache", method: "DELETE", headers: attacker)
+            #expect(purge.status == 403)
+            #expect(purge.errorCode == "origin_not_allowed")
+            let post = try await request(daemon.port, "/batches", method: "POST", headers: attacker.merging(json) { a, _ in a },
+                                         body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
+            #expect(post.status == 403)
+            #expect(try await request(daemon.port, "/cache", method: "DELETE", headers: ["Origin": "null"]).status == 403)
+            #expect(try await request(daemon.port, origin.thumb("/img/keep.jpg"), headers: attacker)[header: "x-thumbd-cache"] == "hit")
+            // The page thumbd serves posts with its own origin.
+            let own = ["Origin": "http://127.0.0.1:\(daemon.port)", "Host": "127.0.0.1:\(daemon.port)"]
+            let mine = try await request(daemon.port, "/batches", method: "POST", headers: own.merging(json) { a, _ in a },
+                                         body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
+            #expect(mine.status == 201)
+            #expect(try await request(daemon.port, "/stats", headers: attacker).status == 200)
+        }
     }
 
     @Test("POST /batches without Content-Type: application/json is 415",
@@ -94,23 +93,22 @@ struct RequestGuardTests {
 
     @Test("server.allowedOrigins: preflights answered, CORS headers on responses; others refused")
     func cors() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon { $0.server.allowedOrigins = ["https://app.example"] }
-        defer { daemon.remove(); origin.stop() }
-        let app = ["Origin": "https://app.example"]
-        let preflight = try await request(daemon.port, "/batches", method: "OPTIONS",
-                                          headers: app.merging(["Access-Control-Request-Method": "POST"]) { a, _ in a })
-        #expect(preflight.status == 204)
-        #expect(preflight[header: "access-control-allow-origin"] == "https://app.example")
-        #expect(preflight[header: "access-control-allow-headers"]?.contains("Content-Type") == true)
-        let post = try await request(daemon.port, "/batches", method: "POST", headers: app.merging(json) { a, _ in a },
-                                     body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
-        #expect(post.status == 201)
-        #expect(post[header: "access-control-allow-origin"] == "https://app.example")
-        let thumb = try await request(daemon.port, origin.thumb("/img/y.jpg"), headers: app)  // answered after a suspension
-        #expect(thumb[header: "access-control-allow-origin"] == "https://app.example")
-        let other = try await request(daemon.port, "/batches", method: "OPTIONS", headers: ["Origin": "https://evil.example"])
-        #expect(other.status == 403)
-        #expect(other[header: "access-control-allow-origin"] == nil)
+        try await withOriginAndDaemon({ $0.server.allowedOrigins = ["https://app.example"] }) { origin, daemon in
+            let app = ["Origin": "https://app.example"]
+            let preflight = try await request(daemon.port, "/batches", method: "OPTIONS",
+                                              headers: app.merging(["Access-Control-Request-Method": "POST"]) { a, _ in a })
+            #expect(preflight.status == 204)
+            #expect(preflight[header: "access-control-allow-origin"] == "https://app.example")
+            #expect(preflight[header: "access-control-allow-headers"]?.contains("Content-Type") == true)
+            let post = try await request(daemon.port, "/batches", method: "POST", headers: app.merging(json) { a, _ in a },
+                                         body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"]}")
+            #expect(post.status == 201)
+            #expect(post[header: "access-control-allow-origin"] == "https://app.example")
+            let thumb = try await request(daemon.port, origin.thumb("/img/y.jpg"), headers: app)  // answered after a suspension
+            #expect(thumb[header: "access-control-allow-origin"] == "https://app.example")
+            let other = try await request(daemon.port, "/batches", method: "OPTIONS", headers: ["Origin": "https://evil.example"])
+            #expect(other.status == 403)
+            #expect(other[header: "access-control-allow-origin"] == nil)
+        }
     }
 }

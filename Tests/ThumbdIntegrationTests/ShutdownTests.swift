@@ -1,66 +1,88 @@
 import Foundation
+import Logging
+import ServiceLifecycle
 import Testing
+import ThumbdTesting
 
 @Suite("Graceful shutdown")
 struct ShutdownTests {
     @Test("a waiting client gets an answer, the process survives, and the cache keeps what was stored")
     func shutdownWithWaiters() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon()
-        defer { daemon.remove(); origin.stop() }
-        _ = try await request(daemon.port, origin.thumb("/img/kept.jpg"))
-        let waiting = try RawConnection(port: daemon.port)
-        try waiting.send("GET", origin.thumb("/gate/never"))
-        #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
-        try await blocking { daemon.stop() }  // grace 0.5 s, then abort: must not crash libmicrohttpd
-        let answer = try await blocking { try waiting.read() }
-        #expect(answer.status == 503)
-        #expect(answer.errorCode == "shutting_down")
+        try await withOriginAndDaemon { origin, daemon in
+            _ = try await request(daemon.port, origin.thumb("/img/kept.jpg"))
+            let waiting = try RawConnection(port: daemon.port)
+            try waiting.send("GET", origin.thumb("/gate/never"))
+            #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+            try await blocking { daemon.stop() }  // grace 0.5 s, then abort: must not crash libmicrohttpd
+            let answer = try await blocking { try waiting.read() }
+            #expect(answer.status == 503)
+            #expect(answer.errorCode == "shutting_down")
 
-        let restarted = try TestDaemon(directory: daemon.directory)
-        defer { restarted.stop() }
-        let hit = try await request(restarted.port, origin.thumb("/img/kept.jpg"))
-        #expect(hit[header: "X-Thumbd-Cache"] == "hit")
+            let restarted = try TestDaemon(directory: daemon.directory)
+            defer { restarted.stop() }
+            let hit = try await request(restarted.port, origin.thumb("/img/kept.jpg"))
+            #expect(hit[header: "X-Thumbd-Cache"] == "hit")
+        }
     }
 
     @Test("while it stops, a new client is answered 503 shutting_down at once, and the stop completes")
     func newClientDuringShutdown() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon { $0.server.shutdownGraceSeconds = 3 }
-        defer { daemon.remove(); origin.stop() }
-        let waiting = try RawConnection(port: daemon.port)
-        try waiting.send("GET", origin.thumb("/gate/stopping"))
-        #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
-        let port = daemon.port
-        async let stopped: Void = blocking { daemon.stop() }  // the fetch holds it in its grace period
-        try await Task.sleep(for: .milliseconds(300))
-        let late = try await blocking { () -> HTTPResult in
-            let connection = try RawConnection(port: port, timeoutSeconds: 5)
-            try connection.send("GET", "/healthz")
-            return try connection.read()
+        try await withOriginAndDaemon({ $0.server.shutdownGraceSeconds = 3 }) { origin, daemon in
+            let waiting = try RawConnection(port: daemon.port)
+            try waiting.send("GET", origin.thumb("/gate/stopping"))
+            #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+            let port = daemon.port
+            async let stopped: Void = blocking { daemon.stop() }  // the fetch holds it in its grace period
+            try await Task.sleep(for: .milliseconds(300))
+            let late = try await blocking { () -> HTTPResult in
+                let connection = try RawConnection(port: port, timeoutSeconds: 5)
+                try connection.send("GET", "/healthz")
+                return try connection.read()
+            }
+            #expect(late.status == 503)
+            #expect(late.errorCode == "shutting_down")
+            try await stopped
+            #expect(try await blocking { try waiting.read() }.status == 503)
         }
-        #expect(late.status == 503)
-        #expect(late.errorCode == "shutting_down")
-        try await stopped
-        #expect(try await blocking { try waiting.read() }.status == 503)
     }
 
     @Test("an event stream whose client stopped reading mid-event does not hold up shutdown")
     func shutdownWithFullStream() async throws {
-        let origin = try TestOrigin()
-        let daemon = try TestDaemon.forFloods()
-        defer { daemon.remove(); origin.stop() }
-        // A client that reads nothing: its socket fills, most likely in the middle of a
-        // chunk the stream wrote itself.
-        let batch = try await daemon.createFloodBatch(origin: origin, gate: "full-stream")
-        let stuck = try await blocking {
-            try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
+        try await withOriginAndDaemon(TestDaemon.forFloods) { origin, daemon in
+            // A client that reads nothing: its socket fills, most likely in the middle of a
+            // chunk the stream wrote itself.
+            let batch = try await daemon.createFloodBatch(origin: origin, gate: "full-stream")
+            let stuck = try await blocking {
+                try EventStreamClient(port: daemon.port, path: batch.events, receiveBuffer: 64 * 1024)
+            }
+            try await origin.release("full-stream")
+            #expect(try await eventually(30) { daemon.thumbd.fetchesInFlight == 0 })  // every item done
+            let started = Date()
+            try await blocking { daemon.stop() }  // libmicrohttpd aborts the process if it is still suspended
+            #expect(Date().timeIntervalSince(started) < 10)
+            stuck.close()
         }
-        try await origin.release("full-stream")
-        #expect(try await eventually(30) { daemon.thumbd.fetchesInFlight == 0 })  // every item done
-        let started = Date()
-        try await blocking { daemon.stop() }  // libmicrohttpd aborts the process if it is still suspended
-        #expect(Date().timeIntervalSince(started) < 10)
-        stuck.close()
+    }
+
+    @Test("as a service: the group's graceful shutdown answers the waiters, stops the daemon and ends run()")
+    func serviceGroup() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let test = try TestDaemon(start: false)
+        defer { test.remove() }
+        let group = ServiceGroup(configuration: .init(services: [.init(service: test.thumbd)], logger: Logger(label: "test")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(try await eventually { test.thumbd.isRunning })
+            let waiting = try RawConnection(port: test.port)
+            try waiting.send("GET", origin.thumb("/gate/service"))
+            #expect(try await eventually { test.thumbd.waitingRequests == 1 })
+            await group.triggerGracefulShutdown()
+            try await tasks.next()  // run() returned: the daemon has stopped
+            #expect(!test.thumbd.isRunning)
+            let answer = try await blocking { try waiting.read() }
+            #expect(answer.status == 503)
+            #expect(answer.errorCode == "shutting_down")
+        }
     }
 }

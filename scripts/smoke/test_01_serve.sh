@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real binary: settings from file + environment + flags, miss then hit with curl,
-# a JSON 400, and a clean exit 0 on SIGTERM with the cache kept for the next start.
+# a JSON 400, and a clean exit 0 on SIGTERM (no thread left behind) with the cache kept
+# for the next start.
 source "$(dirname "$0")/lib.sh"
 start_origin
 THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --config "$ROOT/config/thumbd.yaml" --db "$WORK/cache.sqlite"
@@ -18,6 +19,9 @@ grep -q '"error":"unsupported_scheme"' "$WORK/err.json" || fail "no JSON error: 
 
 kill -TERM "$THUMBD_PID"
 wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGTERM"
+# The stop is graceful and complete: every thread thumbd started has ended before it exits.
+grep -q 'thumbd.stopped' "$WORK/thumbd.err" || fail "no graceful stop: $(tail -3 "$WORK/thumbd.err")"
+grep -q 'threads.left=0 .*thumbd.exit' "$WORK/thumbd.err" || fail "threads left running: $(grep thumbd.exit "$WORK/thumbd.err")"
 
 THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
 url="$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/smoke.jpg")"  # a new port

@@ -1,5 +1,7 @@
+import BlobStore
 import Foundation
 import Synchronization
+import Upstream
 
 /// One batch: its items' states and its event log. Every state change and its event are
 /// made under one lock, so the log's order is the order things happened, and `end` is
@@ -30,12 +32,15 @@ public final class Batch: Sendable {
     }
 
     public let id: String
-    let log = EventLog()
+    let log: EventLog
+    private let delivery: Delivery
     let started = ContinuousClock.now
     private let progressInterval: Duration
     private let state: Mutex<State>
 
-    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration) {
+    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery) {
+        self.delivery = delivery
+        self.log = EventLog(delivery: delivery)
         self.id = id
         self.progressInterval = progressInterval
         self.state = Mutex(State(items: items.enumerated().map { Item(index: $0.offset, clientID: $0.element.clientID, url: $0.element.url) }))
@@ -169,7 +174,7 @@ public final class Batch: Sendable {
     }
 
     private func wake(_ subscribers: [EventSubscriber]) {
-        Delivery.wake(subscribers)
+        delivery.wake(subscribers)
     }
 
     // MARK: Views

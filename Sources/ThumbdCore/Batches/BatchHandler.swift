@@ -1,3 +1,5 @@
+import HTTPServer
+
 /// `POST /batches`, `GET /batches/<id>`, `GET /batches/<id>/events`, `DELETE /batches/<id>`.
 struct BatchHandler: Sendable {
     let registry: BatchRegistry

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import Support
 import Synchronization
+import Upstream
 
 /// Every batch, running or recently finished. Starts each item on the same fetcher and
 /// coalescer as `/thumb`; sends keepalives to idle streams; forgets finished batches after
@@ -12,6 +14,8 @@ final class BatchRegistry: Sendable {
     private let policy: DestinationPolicy
     private let queue = DispatchQueue(label: "thumbd.batches")
     private let timer: TimerBox
+    /// The lanes that write events to many streams at once; stopped with the registry.
+    private let delivery = Delivery()
     /// Every open event stream, whether or not its batch is still kept: keepalives reach a
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
     private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
@@ -20,7 +24,6 @@ final class BatchRegistry: Sendable {
         self.configuration = configuration
         self.source = source
         self.policy = policy
-        Delivery.start()  // its lanes exist from the start, not from the first big event
         let timer = DispatchSource.makeTimerSource(queue: queue)
         self.timer = TimerBox(timer)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
@@ -41,7 +44,7 @@ final class BatchRegistry: Sendable {
         var generator = SystemRandomNumberGenerator()
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
         let batch = Batch(id: id, items: request.items,
-                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds))
+                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
@@ -76,6 +79,12 @@ final class BatchRegistry: Sendable {
     func closeStreams() {
         timer.cancel()
         for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
+    }
+
+    /// After the server has stopped: ends the delivery lanes.
+    func stop() {
+        timer.cancel()
+        delivery.stop()
     }
 
     private func start(_ batch: Batch, index: Int, url: String, priority: Priority) {
@@ -151,7 +160,7 @@ final class BatchRegistry: Sendable {
 
     private func tick() {
         pruneFinished()
-        Delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
+        delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
     }
 }
 

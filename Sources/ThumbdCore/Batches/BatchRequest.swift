@@ -1,4 +1,6 @@
 import Foundation
+import Support
+import Upstream
 
 /// A parsed `POST /batches` body: `{"items": [{"url", "id"}], "priority", …}` or
 /// `{"urls": [...]}`. Only the request as a whole can be refused here (malformed JSON, no

@@ -1,4 +1,7 @@
+import BlobStore
+import Dispatch
 import Synchronization
+import Upstream
 
 /// At most one upstream fetch per cache key. The first asker creates the in-flight entry
 /// (`leader`: its response says `miss`); later askers join its waiting list (`follower`:
@@ -42,6 +45,16 @@ public final class FetchCoalescer: Sendable {
     private struct State {
         var flights: [String: Flight] = [:]
         var nextToken: UInt64 = 0
+        /// Threads in `waitUntilIdle`, woken when the last flight ends.
+        var idleWaiters: [DispatchSemaphore] = []
+
+        mutating func remove(_ key: String) {
+            flights[key] = nil
+            if flights.isEmpty && !idleWaiters.isEmpty {
+                for waiter in idleWaiters { waiter.signal() }
+                idleWaiters.removeAll()
+            }
+        }
     }
 
     private let state = Mutex(State())
@@ -81,7 +94,7 @@ public final class FetchCoalescer: Sendable {
                   flight.waiters.removeValue(forKey: ticket.token) != nil
             else { return nil }
             if flight.waiters.isEmpty && abortWhenAbandoned {
-                state.flights[ticket.key] = nil
+                state.remove(ticket.key)
                 return flight.job
             }
             state.flights[ticket.key] = flight
@@ -101,7 +114,7 @@ public final class FetchCoalescer: Sendable {
                 flight.waiters.removeAll()
                 state.flights[key] = flight
             } else {
-                state.flights[key] = nil
+                state.remove(key)
             }
             return waiting
         }
@@ -111,7 +124,7 @@ public final class FetchCoalescer: Sendable {
     /// Ends a flight kept by `complete(…, keep: true)`.
     public func release(key: String, job: FetchJob) {
         state.withLock { state in
-            if let flight = state.flights[key], flight.job === job { state.flights[key] = nil }
+            if let flight = state.flights[key], flight.job === job { state.remove(key) }
         }
     }
 
@@ -121,6 +134,20 @@ public final class FetchCoalescer: Sendable {
     }
 
     public var inFlightCount: Int { state.withLock { $0.flights.count } }
+
+    /// Blocks until no fetch is in flight or `timeout` passes (shutdown's grace period);
+    /// woken by the last flight's end, not by polling. Returns whether none is left.
+    public func waitUntilIdle(timeout: Duration) -> Bool {
+        let signal = DispatchSemaphore(value: 0)
+        let idle = state.withLock { state -> Bool in
+            if state.flights.isEmpty { return true }
+            state.idleWaiters.append(signal)
+            return false
+        }
+        if idle { return true }
+        _ = signal.wait(timeout: .now() + .milliseconds(Int(timeout / .milliseconds(1))))
+        return state.withLock { $0.flights.isEmpty }
+    }
 
     public func waiterCount(key: String) -> Int {
         state.withLock { $0.flights[key]?.waiters.count ?? 0 }

@@ -1,4 +1,6 @@
 public import Configuration
+import HTTPServer
+import HTTPServer
 
 /// How thumbd listens and how many connections it holds. Keys live under `server.`.
 public struct ServerConfiguration: Sendable {
@@ -54,8 +56,37 @@ public struct ServerConfiguration: Sendable {
         try validate()
     }
 
+    /// `listen`, parsed.
+    public func listenAddress() throws(ConfigurationError) -> ListenAddress {
+        do {
+            return try ListenAddress(parsing: listen)
+        } catch {
+            throw ConfigurationError(key: "server.listen", reason: error.description)
+        }
+    }
+
+    /// The request headers the handlers read: looked up by name, not all copied (copying
+    /// every header into a dictionary was a visible share of a hit's cost).
+    static let requestHeaders = ["host", "if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin"]
+
+    /// The server's own settings, in its terms.
+    func httpServer() throws -> HTTPServer.Configuration {
+        var server = HTTPServer.Configuration(listen: try listenAddress())
+        server.threads = threads
+        server.maxConnections = maxConnections
+        server.listenBacklog = listenBacklog
+        server.idleTimeout = .seconds(idleTimeoutSeconds)
+        server.requestTimeout = .seconds(requestTimeoutSeconds)
+        server.maxRequestBytes = maxRequestBytes
+        server.maxBodyBytes = maxBodyBytes
+        server.maxQueryParameters = Self.maxQueryParameters
+        server.requestHeaders = Self.requestHeaders
+        server.serverHeader = "thumbd"
+        return server
+    }
+
     public func validate() throws {
-        _ = try ListenAddress(parsing: listen)
+        _ = try listenAddress()
         try require((1...64).contains(threads), "server.threads", "must be 1...64, got \(threads)")
         try require(maxConnections >= 16, "server.maxConnections", "must be at least 16")
         try require(listenBacklog >= 1, "server.listenBacklog", "must be positive")
@@ -71,36 +102,5 @@ public struct ServerConfiguration: Sendable {
             try require((origin.hasPrefix("http://") || origin.hasPrefix("https://")) && !origin.dropFirst(8).contains("/"),
                         "server.allowedOrigins", "expected scheme://host[:port], got \(origin)")
         }
-    }
-}
-
-/// A parsed `HOST:PORT` (IPv4 literal or `localhost`; `[v6]:port` for IPv6).
-public struct ListenAddress: Sendable, Equatable {
-    public var host: String
-    public var port: UInt16
-
-    public init(parsing text: String) throws {
-        var hostPart: Substring
-        let portPart: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else {
-                throw ConfigurationError(key: "server.listen", reason: "expected [IPv6]:PORT, got \(text)")
-            }
-            portPart = rest.dropFirst()
-        } else {
-            guard let colon = text.lastIndex(of: ":") else {
-                throw ConfigurationError(key: "server.listen", reason: "expected HOST:PORT, got \(text)")
-            }
-            hostPart = text[..<colon]
-            portPart = text[text.index(after: colon)...]
-        }
-        if hostPart == "localhost" { hostPart = "127.0.0.1" }
-        guard let port = UInt16(portPart), !hostPart.isEmpty else {
-            throw ConfigurationError(key: "server.listen", reason: "expected HOST:PORT, got \(text)")
-        }
-        self.host = String(hostPart)
-        self.port = port
     }
 }

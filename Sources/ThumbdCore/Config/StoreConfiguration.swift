@@ -1,3 +1,4 @@
+import BlobStore
 public import Configuration
 
 /// The SQLite cache. Keys live under `store.`.
@@ -30,6 +31,15 @@ public struct StoreConfiguration: Sendable {
         negativeTTLSeconds = try r.int("negativeTTLSeconds", negativeTTLSeconds)
         accessFlushMilliseconds = try r.int("accessFlushMilliseconds", accessFlushMilliseconds)
         try validate()
+    }
+
+    /// The store's settings: sizes and paths (the TTLs stay here, with freshness).
+    public var blobStore: CacheStore.Configuration {
+        var store = CacheStore.Configuration(path: path)
+        store.maxBytes = maxBytes
+        store.memoryBytes = memoryBytes
+        store.accessFlushMilliseconds = accessFlushMilliseconds
+        return store
     }
 
     public func validate() throws {

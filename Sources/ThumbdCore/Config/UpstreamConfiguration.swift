@@ -1,4 +1,5 @@
 public import Configuration
+import Upstream
 
 /// How thumbd talks to origins. Keys live under `upstream.`.
 public struct UpstreamConfiguration: Sendable {
@@ -48,6 +49,23 @@ public struct UpstreamConfiguration: Sendable {
         abortWhenAbandoned = try r.bool("abortWhenAbandoned", abortWhenAbandoned)
         userAgent = r.string("userAgent", userAgent)
         try validate()
+    }
+
+    /// The transfer loop's settings, with the destination policy as its connect check.
+    func transferLoop(policy: DestinationPolicy) -> TransferLoop.Configuration {
+        var loop = TransferLoop.Configuration()
+        loop.maxConcurrent = maxConcurrent
+        loop.maxPerHost = maxPerHost
+        loop.maxQueued = maxQueued
+        loop.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        loop.timeoutMilliseconds = timeoutMilliseconds
+        loop.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
+        loop.lowSpeedSeconds = lowSpeedSeconds
+        loop.maxObjectBytes = maxObjectBytes
+        loop.maxRedirects = maxRedirects
+        loop.userAgent = userAgent
+        loop.connectCheck = policy.connectCheck
+        return loop
     }
 
     public func validate() throws {

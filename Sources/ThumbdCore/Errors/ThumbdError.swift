@@ -1,3 +1,5 @@
+import Support
+
 /// An error a client sees: an HTTP status, a machine-readable code and a human message.
 /// It renders itself as the contract's JSON body `{"error": ..., "message": ...}`.
 public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {

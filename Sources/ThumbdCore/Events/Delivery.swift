@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import Synchronization
 
 /// Takes events to their subscribers. Waking a subscriber writes to its socket (see
@@ -11,59 +12,77 @@ import Synchronization
 /// apart cost most subscribers one write, and lanes never queue up behind each other on the
 /// same stream. A few subscribers are woken in place, which saves the hand-over.
 final class Delivery: Sendable {
-    static let shared = Delivery(lanes: max(1, ProcessInfo.processInfo.activeProcessorCount))
-
     /// Up to this many subscribers are woken on the caller's thread.
     static let inlineLimit = 16
 
-    private let queue = Mutex<[EventSubscriber]>([])
+    private struct State {
+        var queue: [EventSubscriber] = []
+        var stopping = false
+    }
+
+    private let state = Mutex(State())
     private let work = DispatchSemaphore(value: 0)
+    private let exited = DispatchGroup()
     private let lanes: Int
 
-    private init(lanes: Int) {
+    /// Starts `lanes` threads; `stop()` ends them.
+    init(lanes: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
         self.lanes = lanes
         for lane in 0..<lanes {
+            exited.enter()
             let thread = Thread { [self] in
                 ThreadName.set("thumbd-deliver")
                 run()
+                exited.leave()
             }
             thread.name = "thumbd-deliver-\(lane)"
             thread.start()
         }
     }
 
-    /// Starts the lanes (once per process; they are shared, like a thread pool).
-    static func start() { _ = shared }
-
     /// New events for these subscribers (or, with `keepalive`, a keepalive is due).
-    static func wake(_ subscribers: [EventSubscriber], keepalive: Bool = false) {
+    func wake(_ subscribers: [EventSubscriber], keepalive: Bool = false) {
         if keepalive { for subscriber in subscribers { subscriber.requestKeepalive() } }
-        guard subscribers.count > inlineLimit else {
+        guard subscribers.count > Self.inlineLimit else {
             for subscriber in subscribers { subscriber.wake() }
             return
         }
-        shared.enqueue(subscribers)
-    }
-
-    private func enqueue(_ subscribers: [EventSubscriber]) {
-        let added = queue.withLock { queue -> Int in
-            let before = queue.count
-            for subscriber in subscribers where subscriber.markQueued() { queue.append(subscriber) }
-            return queue.count - before
+        let added = state.withLock { state -> Int in
+            guard !state.stopping else { return -1 }
+            let before = state.queue.count
+            for subscriber in subscribers where subscriber.markQueued() { state.queue.append(subscriber) }
+            return state.queue.count - before
+        }
+        if added < 0 {  // stopped: the caller's thread does the writes
+            for subscriber in subscribers { subscriber.wake() }
+            return
         }
         for _ in 0..<min(added, lanes) { work.signal() }
+    }
+
+    /// Lets the lanes finish what is queued, then ends them and waits for their exit.
+    func stop() {
+        let first = state.withLock { state in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+        guard first else { return }
+        for _ in 0..<lanes { work.signal() }
+        exited.wait()
     }
 
     private func run() {
         var batch: [EventSubscriber] = []
         while true {
             // Take a few at a time: one lock round per subscriber would be most of the cost.
-            queue.withLock { queue in
-                let count = min(queue.count, max(1, queue.count / lanes / 4), 32)
-                batch.append(contentsOf: queue.prefix(count))
-                queue.removeFirst(count)
+            let stopping = state.withLock { state in
+                let count = min(state.queue.count, max(1, state.queue.count / lanes / 4), 32)
+                batch.append(contentsOf: state.queue.prefix(count))
+                state.queue.removeFirst(count)
+                return state.stopping
             }
             if batch.isEmpty {
+                if stopping { return }
                 work.wait()
                 continue
             }

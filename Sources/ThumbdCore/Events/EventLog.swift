@@ -35,7 +35,10 @@ public final class EventLog: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
+    /// Who writes to many subscribers at once (nil: the caller's thread does).
+    private let delivery: Delivery?
+
+    init(delivery: Delivery? = nil) { self.delivery = delivery }
 
     /// Appends an event and returns the subscribers to wake (wake them after releasing any
     /// lock of your own).
@@ -98,7 +101,7 @@ public final class EventLog: Sendable {
             state.closable = true
             return (true, state.subscribers.values.filter { $0 !== subscriber })
         }
-        Self.wakeLater(others)
+        wakeLater(others)
         return closable
     }
 
@@ -109,14 +112,16 @@ public final class EventLog: Sendable {
             state.closable = true
             return Array(state.subscribers.values)
         }
-        Self.wakeLater(subscribers)
+        wakeLater(subscribers)
     }
 
     /// Wakes from a dispatch queue, not from inside a stream's read: the caller holds its own
     /// stream's locks, and waking takes the others'.
-    private static func wakeLater(_ subscribers: [EventSubscriber]) {
+    private func wakeLater(_ subscribers: [EventSubscriber]) {
         guard !subscribers.isEmpty else { return }
-        DispatchQueue.global().async { Delivery.wake(subscribers) }
+        DispatchQueue.global().async { [delivery] in
+            if let delivery { delivery.wake(subscribers) } else { for subscriber in subscribers { subscriber.wake() } }
+        }
     }
 
     var count: Int { state.withLock { $0.events.count } }

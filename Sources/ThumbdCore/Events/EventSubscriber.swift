@@ -1,3 +1,4 @@
+import HTTPServer
 import Synchronization
 
 /// One `text/event-stream` response reading an `EventLog`: `retry:` first, then every

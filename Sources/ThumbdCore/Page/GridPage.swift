@@ -1,3 +1,5 @@
+import Support
+
 /// `GET /`: paste image URLs, press Fetch, watch the grid fill from the batch's event
 /// stream. One self-contained document: no external scripts, fonts or styles.
 /// `/?urls=<newline-separated>&autostart=1` fills the box and starts at once (tests, links).

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 
 /// `GET /stats` (what `thumbd stats` prints) and `DELETE /cache[?url=…]` (what
 /// `thumbd purge` does). Neither makes a server thread wait for SQLite: the stats read the

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 
 /// What a web page in the user's browser must not be able to do through thumbd, checked
 /// before any route runs. thumbd listens on loopback, which every page can reach:

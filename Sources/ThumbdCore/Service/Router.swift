@@ -1,3 +1,5 @@
+import HTTPServer
+
 /// Sends each request to its handler by path; everything else is a JSON 404 or 405.
 struct Router: HTTPHandler {
     let thumb: ThumbHandler
@@ -5,6 +7,10 @@ struct Router: HTTPHandler {
     let admin: AdminHandler
     let health: @Sendable () -> Health
     let requestGuard: RequestGuard
+
+    func render(_ refusal: ServerRefusal) -> Response {
+        .error(ThumbdError(refusal))
+    }
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
         if let refusal = requestGuard.check(request) { return .response(refusal) }

@@ -1,42 +1,82 @@
+import BlobStore
 import Foundation
+import HTTPServer
 import Logging
+import ServiceLifecycle
 import Synchronization
+import Upstream
 
-/// The whole daemon: store, transfer loop, coalescer and HTTP server, started in that order
-/// and stopped in reverse.
-public final class Thumbd: Sendable {
+/// The whole daemon as one service: `start()` opens the cache and starts the transfer loop,
+/// the processing stage and the HTTP server, in that order; `shutdown()` stops them in the
+/// reverse order, and every thread started is stopped. As a swift-service-lifecycle
+/// `Service`, `run()` starts it, waits for the group's graceful shutdown (SIGTERM/SIGINT)
+/// and stops it.
+public final class Thumbd: Service, Sendable {
     public let configuration: ThumbdConfiguration
-    public let store: CacheStore
-    private let loop: TransferLoop
-    private let coalescer: FetchCoalescer
-    private let batches: BatchRegistry
-    private let stage: ProcessingStage
-    private let server: HTTPServer
     private let logger: Logger
+    private let phase = Mutex(Phase.created)
 
-    /// The port the server listens on (the configured one, or the one picked for port 0).
-    public var port: UInt16 { server.port }
+    private enum Phase {
+        case created
+        case running(Parts)
+        case stopped
+    }
 
-    /// Requests currently waiting for a fetch (their connections are suspended).
-    public var waitingRequests: Int { server.suspendedConnections }
+    /// What runs between start and stop.
+    private struct Parts: Sendable {
+        let store: CacheStore
+        let loop: TransferLoop
+        let coalescer: FetchCoalescer
+        let batches: BatchRegistry
+        let stage: ProcessingStage
+        let server: HTTPServer
+    }
 
-    /// Distinct fetches in flight (queued or running).
-    public var fetchesInFlight: Int { coalescer.inFlightCount }
-
-    /// Memory held by finished batches kept for their retention.
-    public var keptBatchBytes: Int { batches.keptFinishedBytes }
-
-    /// Open `text/event-stream` responses.
-    public var openEventStreams: Int { batches.openStreams }
-
-    public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) throws {
+    public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
         self.configuration = configuration
         self.logger = logger
+    }
+
+    private var parts: Parts {
+        guard case .running(let parts) = phase.withLock({ $0 }) else { preconditionFailure("thumbd is not running") }
+        return parts
+    }
+
+    /// Between a successful `start()` and `shutdown()`.
+    public var isRunning: Bool {
+        if case .running = phase.withLock({ $0 }) { return true }
+        return false
+    }
+
+    /// The port the server listens on (the configured one, or the one picked for port 0).
+    public var port: UInt16 { parts.server.port }
+
+    /// The cache (tests look inside it).
+    public var store: CacheStore { parts.store }
+
+    /// Requests currently waiting for a fetch (their connections are suspended).
+    public var waitingRequests: Int { parts.server.suspendedConnections }
+
+    /// Distinct fetches in flight (queued or running).
+    public var fetchesInFlight: Int { parts.coalescer.inFlightCount }
+
+    /// Memory held by finished batches kept for their retention.
+    public var keptBatchBytes: Int { parts.batches.keptFinishedBytes }
+
+    /// Open `text/event-stream` responses.
+    public var openEventStreams: Int { parts.batches.openStreams }
+
+    /// Opens the cache, starts the transfer loop, the processing stage and the server. On
+    /// failure whatever was started is stopped again.
+    public func start() throws {
+        guard case .created = phase.withLock({ $0 }) else { return }
+        let configuration = configuration
+        let serverConfiguration = try configuration.server.httpServer()
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
-        let store = try CacheStore(configuration: configuration.store, logger: logger)
-        let loop = TransferLoop(configuration: configuration.upstream, policy: policy, logger: logger)
+        let store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
+        let loop = TransferLoop(configuration: configuration.upstream.transferLoop(policy: policy), logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage,
@@ -59,23 +99,24 @@ public final class Thumbd: Sendable {
             }
             return .ok
         }, requestGuard: RequestGuard(
-            listenHost: (try? ListenAddress(parsing: configuration.server.listen).host) ?? "127.0.0.1",
+            listenHost: serverConfiguration.listen.host,
             allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins))
+        let server: HTTPServer
         do {
-            server = try HTTPServer(configuration: configuration.server, handler: router, logger: logger)
+            server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
         } catch {
             loop.shutdown()
+            stage.drain()
+            batches.stop()
             store.close()
-            throw error
+            throw ThumbdError(error)
         }
-        self.store = store
-        self.loop = loop
-        self.coalescer = coalescer
-        self.stage = stage
-        self.batches = batches
         status.set { [coalescer, server, batches] in
             let counts = batches.counts
             return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
+        }
+        phase.withLock {
+            $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server))
         }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
@@ -83,25 +124,45 @@ public final class Thumbd: Sendable {
         ])
     }
 
-    /// Graceful stop: no new connections; fetches in flight get the grace period to finish
-    /// and answer their waiters; what is left is aborted (its waiters get 503); every
-    /// suspended connection is resumed and answered; then the server stops and the database
-    /// closes.
+    /// The service's life: start (unless already started), run until the service group
+    /// shuts down gracefully (or the task is cancelled), then stop.
+    public func run() async throws {
+        try start()
+        try? await gracefulShutdown()
+        // The stop blocks on threads (the loop's exit, the writer queue): off the cooperative pool.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread { [self] in
+                shutdown()
+                done.resume()
+            }
+        }
+    }
+
+    /// Graceful stop, in this order:
+    /// 1. stop accepting: new connections and new suspensions get 503 `shutting_down`;
+    /// 2. answer or refuse the waiters: fetches in flight get `server.shutdownGraceSeconds` to
+    ///    finish, then the transfer loop aborts the rest and exits (their waiters get 503);
+    /// 3. drain the processing stage (the last completions answer their waiters);
+    /// 4. close the event streams (each ends after the events it has not read yet);
+    /// 5. stop the server once every answer is out, then the event delivery lanes;
+    /// 6. checkpoint and close SQLite.
     public func shutdown() {
-        logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
-        server.stopAccepting()
-        batches.closeStreams()  // idle streams end now; busy ones at their next pause
-        let deadline = ContinuousClock.now + .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000))
-        while coalescer.inFlightCount > 0 && ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
+        guard case .running(let parts) = phase.withLock({ phase in
+            defer { if case .running = phase { phase = .stopped } }
+            return phase
+        }) else { return }
+        logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(parts.coalescer.inFlightCount)"])
+        parts.server.stopAccepting()
+        _ = parts.coalescer.waitUntilIdle(timeout: .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000)))
+        parts.loop.shutdown()
+        parts.stage.drain()
+        parts.batches.closeStreams()
+        if !parts.server.waitUntilIdle(timeout: .seconds(5)) {
+            logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(parts.server.suspendedConnections)"])
         }
-        loop.shutdown()
-        stage.drain()  // the last completions answer their waiters
-        if !server.waitUntilIdle(timeout: .seconds(5)) {
-            logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(server.suspendedConnections)"])
-        }
-        server.stop()
-        store.close()
+        parts.server.stop()
+        parts.batches.stop()
+        parts.store.close()
         logger.info("thumbd.stopped")
     }
 }

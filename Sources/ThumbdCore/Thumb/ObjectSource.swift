@@ -1,6 +1,9 @@
+import BlobStore
 import Crypto
 import Foundation
 import Logging
+import Support
+import Upstream
 
 /// Where a cached object comes from: the store, or one upstream fetch per key however many
 /// ask. On completion the waiters are answered at once; the flight stays in the coalescer,
@@ -52,7 +55,7 @@ final class ObjectSource: Sendable {
         if let object = cached(key), object.isFresh(at: Self.now()) {
             coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
         } else if !loop.submit(job) {
-            coalescer.complete(key: key, job: job, with: .failure(.unavailable(.queueFull, "too many fetches are waiting for the origin")))
+            coalescer.complete(key: key, job: job, with: .failure(ThumbdError(UpstreamError.queueFull)))
         }
         return joined
     }
@@ -64,10 +67,10 @@ final class ObjectSource: Sendable {
 
     /// On the processing stage: checks the bytes, makes the object, answers the waiters, then
     /// submits the store write.
-    private func finish(_ job: FetchJob, key: String, url: String, result: Result<UpstreamResponse, ThumbdError>) {
+    private func finish(_ job: FetchJob, key: String, url: String, result: Result<UpstreamResponse, UpstreamError>) {
         let now = Self.now()
         // Judged by the bytes, not the origin's header (415).
-        let checked = result.flatMap { response -> Result<(UpstreamResponse, String), ThumbdError> in
+        let checked = result.mapError(ThumbdError.init).flatMap { response -> Result<(UpstreamResponse, String), ThumbdError> in
             // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
             let head = response.body.withUnsafeBytes { Array($0.prefix(64)) }
             guard let type = ImageSniffer.contentType(of: head) else { return .failure(.notAnImage) }

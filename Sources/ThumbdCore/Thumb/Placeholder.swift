@@ -1,3 +1,5 @@
+import Support
+
 /// The body served instead of JSON when a request says `fallback=placeholder`: a 64×64 PNG
 /// tile with a light border and a cross, so an `<img>` shows a broken-tile mark.
 enum Placeholder {

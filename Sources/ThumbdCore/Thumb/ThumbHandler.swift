@@ -1,4 +1,7 @@
+import BlobStore
 import Foundation
+import HTTPServer
+import Upstream
 
 /// `GET|HEAD /thumb?url=…`: parse → destination policy → cache lookup → (miss) join or
 /// start the one fetch for this key → answer every waiter from its outcome.

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPServer
+import Upstream
 
 /// A `/thumb` request, parsed and validated (imgproxy's order: parameters, then destination).
 struct ThumbRequest: Sendable {

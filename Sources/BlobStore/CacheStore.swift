@@ -1,0 +1,284 @@
+import Support
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// The SQLite cache: WAL mode, one writer connection confined to a serial queue, and a
+/// pool of read-only connections so that a hit never waits behind a write (WAL readers see
+/// the last committed state without taking the write lock).
+///
+/// An object becomes visible only when its single-row `INSERT` commits, so a crash can
+/// never leave a half-written body that could be served.
+public final class CacheStore: Sendable {
+    /// Sizes and paths: what the store needs. Freshness is the caller's business.
+    public struct Configuration: Sendable {
+        /// The database file (WAL mode; `-wal` and `-shm` files sit beside it).
+        public var path: String
+        /// Total size of cached bodies; least recently used objects go first past it.
+        public var maxBytes: Int64 = 1 << 30
+        /// Recently served objects also kept in memory, in front of SQLite (0: off).
+        public var memoryBytes = 64 << 20
+        /// Last-access times (for LRU) are written in batches this often.
+        public var accessFlushMilliseconds = 1000
+
+        public init(path: String) { self.path = path }
+    }
+
+    public struct Statistics: Sendable, Equatable {
+        public var objects: Int
+        public var bytes: Int64
+        public var evictions: Int
+    }
+
+    private let configuration: Configuration
+    private let writerQueue = DispatchQueue(label: "thumbd.store.writer")
+    private let writer: WriterState
+    private let readers = Mutex<[ReadConnection]>([])
+    private let pendingAccess = Mutex<[String: Int64]>([:])
+    private let closed = Mutex(false)
+    private let hot: HotCache
+    private let logger: Logger
+    /// The last write failure, while writes fail (cleared by the next success).
+    private let writeFailure = Mutex<WriteFailure?>(nil)
+    private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
+    private let reserve: SpaceReserve
+    /// The writer's totals as of its last operation, so that reading them (`/stats`) never
+    /// waits behind a write.
+    private let published = Mutex(Statistics(objects: 0, bytes: 0, evictions: 0))
+
+    /// Why writes fail: the disk is full, or another I/O error. Reads go on meanwhile.
+    public struct WriteFailure: Sendable, Equatable {
+        public var reason: String
+        public var since: Date
+        public var count: Int
+    }
+
+    public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.hot = HotCache(capacityBytes: configuration.memoryBytes)
+        let directory = (configuration.path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let db = try Connection(path: configuration.path, readOnly: false)
+        do {
+            try db.execute("PRAGMA journal_mode = WAL")
+            // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
+            // lose the last transactions but never corrupts the file. A cache can refetch.
+            try db.execute("PRAGMA synchronous = NORMAL")
+            // Debian builds SQLite with SECURE_DELETE, which overwrites every freed page: an
+            // eviction or purge then writes as much to the WAL as it frees, and on a full
+            // disk cannot run at all. A cache has no secrets to scrub; FAST only zeroes
+            // what costs no extra I/O.
+            try db.execute("PRAGMA secure_delete = FAST")
+            try Schema.migrate(db)
+        } catch {
+            db.close()
+            throw error
+        }
+        writer = WriterState(db: db)
+        reserve = SpaceReserve(databasePath: configuration.path)
+        writerQueue.sync { reserve.ensure() }
+        try writerQueue.sync {
+            try writer.loadTotals()
+            publishStatistics()
+        }
+        let timer = DispatchSource.makeTimerSource(queue: writerQueue)
+        let interval = DispatchTimeInterval.milliseconds(configuration.accessFlushMilliseconds)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.flushAccessTimes() }
+        writerQueue.sync { writer.flushTimer = timer }
+        timer.resume()
+    }
+
+    // MARK: Reads (any thread)
+
+    /// Looks up `key` in memory, else on a pooled read connection; never touches the writer.
+    public func lookup(_ key: String) throws -> CachedObject? {
+        if let object = hot.get(key) { return object }
+        let epoch = hot.epoch
+        let reader = try checkoutReader()
+        defer { checkin(reader) }
+        guard let object = try reader.lookup(key) else { return nil }
+        hot.fill(object, readAt: epoch)
+        return object
+    }
+
+    /// Remembers that `key` was served; written in batches for LRU ordering.
+    public func recordAccess(_ key: String) {
+        let now = Self.nowMilliseconds()
+        pendingAccess.withLock { $0[key] = now }
+    }
+
+    // MARK: Writes (serialized on the writer queue)
+
+    /// Stores `object` (replacing any older copy) and evicts past the size limit, then calls
+    /// `completion` on the writer queue. The object is visible to `lookup` at once through
+    /// the memory layer (so the next request is a hit, not a second fetch); if the commit
+    /// fails it is taken out again.
+    public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        hot.put(object)
+        writerQueue.async { [self] in
+            let result = Result { () throws -> Void in
+                try writer.insert(object, lastAccess: Self.nowMilliseconds())
+                try evictIfNeeded()
+            }
+            switch result {
+            case .success: writeSucceeded()
+            case .failure(let error):
+                hot.remove([object.key])
+                writeFailed(error, context: "store.insert")
+            }
+            publishStatistics()
+            completion(result)
+        }
+    }
+
+    public func insert(_ object: CachedObject) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            insert(object) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Removes one key, or everything when `key` is nil. Returns how many objects went.
+    public func purge(_ key: String?) throws -> Int {
+        try writerQueue.sync { try purgeOnWriter(key) }
+    }
+
+    /// The same without blocking the caller: `completion` runs on the writer queue.
+    public func purge(_ key: String?, completion: @escaping @Sendable (Result<Int, any Error>) -> Void) {
+        writerQueue.async { [self] in completion(Result { try purgeOnWriter(key) }) }
+    }
+
+    private func purgeOnWriter(_ key: String?) throws -> Int {
+        dispatchPrecondition(condition: .onQueue(writerQueue))
+        defer { publishStatistics() }
+        do {
+            let removed: Int
+            do {
+                removed = try writer.purge(key)
+            } catch {
+                // A full disk cannot take even a delete: give up the reserve, then retry.
+                guard reserve.release() else { throw error }
+                writer.recover()
+                removed = try writer.purge(key)
+            }
+            if let key { hot.remove([key]) } else { hot.removeAll() }
+            writeSucceeded()
+            return removed
+        } catch {
+            writeFailed(error, context: "store.purge")
+            throw error
+        }
+    }
+
+    /// Nil while writes succeed; the failure while they do not.
+    public var writeHealth: WriteFailure? { writeFailure.withLock { $0 } }
+
+    /// On the writer queue, after any failed write: counters are made true again, space is
+    /// given back, and the condition is reported (at a bounded rate).
+    private func writeFailed(_ error: any Error, context: String) {
+        writer.recover()
+        let reason: String
+        if let error = error as? SQLiteError, error.code & 0xFF == 13 {  // SQLITE_FULL
+            reason = "the disk is full"
+        } else {
+            reason = "\(error)"
+        }
+        let count = writeFailure.withLock { failure -> Int in
+            failure = WriteFailure(reason: reason, since: failure?.since ?? Date(), count: (failure?.count ?? 0) + 1)
+            return failure!.count
+        }
+        failureLog.run { suppressed in
+            logger.error("store.write failed; serving what is cached, not storing", metadata: [
+                "operation": "\(context)", "error": "\(error)", "store.failures": "\(count)", "log.suppressed": "\(suppressed)",
+            ])
+        }
+    }
+
+    private func writeSucceeded() {
+        reserve.ensure()
+        guard let recovered = writeFailure.withLock({ failure in defer { failure = nil }; return failure }) else { return }
+        logger.notice("store.write recovered", metadata: ["store.failures": "\(recovered.count)"])
+    }
+
+    /// Never waits for the writer: the totals as of its last operation.
+    public func statistics() -> Statistics {
+        published.withLock { $0 }
+    }
+
+    private func publishStatistics() {
+        let current = writer.statistics
+        published.withLock { $0 = current }
+    }
+
+    /// Flushes pending access times and closes every connection. Idempotent.
+    /// Closes the store: the readers first, then the writer, after it has written the
+    /// pending access times and checkpointed the WAL into the database (so a restart
+    /// starts with an empty log).
+    public func close() {
+        let wasClosed = closed.withLock { value in
+            defer { value = true }
+            return value
+        }
+        guard !wasClosed else { return }
+        let pool = readers.withLock { pool in
+            defer { pool.removeAll() }
+            return pool
+        }
+        for reader in pool { reader.close() }
+        writerQueue.sync {
+            writer.flushTimer?.cancel()
+            flushAccessTimesOnWriter()
+            writer.checkpoint()
+            writer.close()
+        }
+    }
+
+    // MARK: Internals
+
+    private func checkoutReader() throws -> ReadConnection {
+        if let reader = readers.withLock({ $0.popLast() }) { return reader }
+        return try ReadConnection(path: configuration.path)
+    }
+
+    private func checkin(_ reader: ReadConnection) {
+        let keep = readers.withLock { pool -> Bool in
+            guard pool.count < 64 else { return false }
+            pool.append(reader)
+            return true
+        }
+        if !keep { reader.close() }
+    }
+
+    private func flushAccessTimes() {
+        dispatchPrecondition(condition: .onQueue(writerQueue))
+        flushAccessTimesOnWriter()
+    }
+
+    private func flushAccessTimesOnWriter() {
+        let batch = pendingAccess.withLock { pending in
+            defer { pending.removeAll(keepingCapacity: true) }
+            return pending
+        }
+        guard !batch.isEmpty, !writer.isClosed else { return }
+        do {
+            try writer.touch(batch)
+        } catch {
+            writeFailed(error, context: "store.touch")
+        }
+    }
+
+    private func evictIfNeeded() throws {
+        guard writer.totalBytes > configuration.maxBytes else { return }
+        flushAccessTimesOnWriter()  // so the LRU order reflects recent hits
+        let target = configuration.maxBytes - configuration.maxBytes / 10
+        let evicted = try writer.evict(downTo: target)
+        hot.remove(evicted)
+        logger.debug("store.evicted", metadata: ["count": "\(evicted.count)", "bytes": "\(writer.totalBytes)"])
+    }
+
+    static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}

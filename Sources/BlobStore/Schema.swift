@@ -1,0 +1,37 @@
+import Support
+
+/// Migrations, applied in order; `PRAGMA user_version` records how many have run.
+enum Schema {
+    static let migrations: [String] = [
+        """
+        CREATE TABLE objects (
+            key           TEXT PRIMARY KEY NOT NULL,  -- cache key (the normalized URL for now)
+            url           TEXT NOT NULL,              -- what the client asked for
+            status        INTEGER NOT NULL,           -- 200, or 404/410 for a negative entry
+            content_type  TEXT NOT NULL,
+            size          INTEGER NOT NULL,           -- length(body), kept for cheap sums
+            etag          TEXT NOT NULL,              -- our strong ETag (hash of the body)
+            upstream_etag TEXT,                       -- the origin's validators, for revalidation
+            last_modified TEXT,
+            fetched_at    INTEGER NOT NULL,           -- unix seconds
+            expires_at    INTEGER NOT NULL,
+            last_access   INTEGER NOT NULL,           -- unix milliseconds, for LRU eviction
+            body          BLOB NOT NULL               -- last, so metadata reads skip its pages
+        );
+        CREATE INDEX objects_by_last_access ON objects(last_access);
+        """
+    ]
+
+    static func migrate(_ db: Connection) throws {
+        let version = try db.cached("PRAGMA user_version")
+        let current = try version.step() ? Int(version.int64(0)) : 0
+        version.reset()
+        guard current < migrations.count else { return }
+        try db.transaction {
+            for index in current..<migrations.count {
+                try db.execute(migrations[index])
+            }
+            try db.execute("PRAGMA user_version = \(migrations.count)")
+        }
+    }
+}

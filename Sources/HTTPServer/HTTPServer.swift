@@ -1,0 +1,180 @@
+internal import CMicroHTTPD
+import Foundation
+import Glibc
+import Logging
+import Support
+import Synchronization
+
+/// libmicrohttpd, internally polled with epoll on a pool of threads. A request that must
+/// wait is suspended (`MHD_suspend_connection`) and holds no thread until `respond` resumes it.
+public final class HTTPServer: Sendable {
+    /// Everything the server needs to know, in its own terms (no product settings).
+    public struct Configuration: Sendable {
+        public var listen: ListenAddress
+        /// Worker threads (epoll, one event loop each).
+        public var threads = 2
+        /// Open client connections, idle and suspended included; past it, a 503 and a close.
+        public var maxConnections = 10_000
+        public var listenBacklog = 4096
+        /// An idle keep-alive connection (or one that never sends a request line) is closed after this.
+        public var idleTimeout: Duration = .seconds(60)
+        /// A request's headers and body must arrive within this of its request line.
+        public var requestTimeout: Duration = .seconds(20)
+        /// Request line + headers, and libmicrohttpd's per-connection memory pool.
+        public var maxRequestBytes = 8 * 1024
+        /// A larger request body is refused (413).
+        public var maxBodyBytes = 1 << 20
+        /// Query parameters one request may carry; more are refused (414).
+        public var maxQueryParameters = 64
+        /// The request headers copied into `Request.headers` (lower-case names).
+        public var requestHeaders: [String] = ["host"]
+        /// The `Server` header on every answer (none when nil).
+        public var serverHeader: String?
+
+        public init(listen: ListenAddress) { self.listen = listen }
+    }
+
+    private let core: ServerCore
+    private let daemon: DaemonPointer
+    private let loggerBox: LoggerPointer
+    private let stopped = Mutex(false)
+    /// The port actually bound (useful with port 0).
+    public let port: UInt16
+
+    public init(configuration: Configuration, handler: any HTTPHandler, logger: Logger) throws(HTTPServerError) {
+        let address = configuration.listen
+        let core = ServerCore(handler: handler, configuration: configuration, logger: logger)
+        let retainedCore = Unmanaged.passRetained(core)  // released in stop(), after MHD has stopped
+        let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue | MHD_USE_TURBO.rawValue
+        if address.ip.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        let started: OpaquePointer? = address.ip.withSocketAddress(port: address.port) { socketAddress, _ in
+            thumbd_mhd_start(
+                flags, socketAddress, accessHandler, retainedCore.toOpaque(),
+                requestCompleted, retainedCore.toOpaque(), connectionNotified, requestLineSeen, retainedCore.toOpaque(),
+                loggerBox.raw,
+                UInt32(configuration.threads), UInt32(configuration.maxConnections + ConnectionGuard.headroom),
+                UInt32(configuration.listenBacklog), UInt32(configuration.idleTimeout.components.seconds),
+                configuration.maxRequestBytes)
+        }
+        guard let started else {
+            let reason = String(cString: strerror(errno))
+            retainedCore.release()
+            loggerBox.free()
+            core.watcher.stop()
+            core.connections.stop()
+            throw .listenFailed(address: address.description, reason: reason)
+        }
+        self.core = core
+        self.daemon = DaemonPointer(raw: started)
+        self.loggerBox = loggerBox
+        self.port = thumbd_mhd_bind_port(started)
+    }
+
+    /// Refuses new connections (503 shutting_down, then closed) and new suspensions;
+    /// requests already waiting keep waiting. Step one of a graceful shutdown.
+    ///
+    /// Not `MHD_quiesce_daemon`: with epoll and a thread pool it races the workers, which
+    /// remove the listen socket from their epoll sets themselves once they see the daemon
+    /// quiesced; the loser of that race gets ENOENT and libmicrohttpd 0.9.75 aborts the
+    /// process ("Failed to remove listen FD from epoll set", seen once in 40 runs of the
+    /// batch tests). The listen socket stays open until `stop()`, and whoever connects
+    /// meanwhile is answered at once and never suspended.
+    public func stopAccepting() {
+        core.refuseSuspensions()
+        core.connections.refuseNewConnections()
+    }
+
+    /// Waits until no connection is suspended and every answered request has completed, or
+    /// the timeout passes. Returns true when idle.
+    public func waitUntilIdle(timeout: Duration) -> Bool {
+        core.wait(until: .idle, timeout: timeout)
+    }
+
+    /// Stops the daemon. Call after every suspended connection was resumed: libmicrohttpd
+    /// aborts the process if one is still suspended.
+    public func stop() {
+        let first = stopped.withLock { value in
+            defer { value = true }
+            return !value
+        }
+        guard first else { return }
+        core.refuseSuspensions()
+        if !core.wait(until: .noneSuspended, timeout: .seconds(10)) {
+            core.logger.critical("server.stop with suspended connections left; they are dropped")
+        }
+        MHD_stop_daemon(daemon.raw)
+        core.watcher.stop()
+        core.connections.stop()
+        Unmanaged.passUnretained(core).release()  // the retain handed to MHD as `cls`
+        loggerBox.free()
+    }
+
+    public var suspendedConnections: Int { core.suspendedCount }
+}
+
+/// What the server could not do.
+public enum HTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `HOST:PORT` does not parse, or HOST is not an IP address.
+    case badListenAddress(String)
+    /// The socket could not be bound (in use, no permission).
+    case listenFailed(address: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .badListenAddress(let text): "expected IP:PORT or [IPv6]:PORT, got \(text)"
+        case .listenFailed(let address, let reason): "cannot listen on \(address): \(reason)"
+        }
+    }
+}
+
+/// A parsed `HOST:PORT` (an IPv4 literal or `localhost`; `[v6]:port` for IPv6).
+public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+    public var ip: IPAddress
+
+    public init(parsing text: String) throws(HTTPServerError) {
+        var hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { throw .badListenAddress(text) }
+            portPart = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw .badListenAddress(text) }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+        }
+        if hostPart == "localhost" { hostPart = "127.0.0.1" }
+        guard let port = UInt16(portPart), let ip = IPAddress(String(hostPart)) else { throw .badListenAddress(text) }
+        self.host = String(hostPart)
+        self.port = port
+        self.ip = ip
+    }
+
+    public var description: String { ip.isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// The daemon handle: created once, stopped once, used by `HTTPServer` only.
+private struct DaemonPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// The C logger struct handed to MHD; it must outlive the daemon, so it is freed in stop().
+private struct LoggerPointer: @unchecked Sendable {
+    let raw: UnsafeMutablePointer<thumbd_mhd_logger>
+
+    init(core: UnsafeMutableRawPointer) {
+        raw = .allocate(capacity: 1)
+        raw.initialize(to: thumbd_mhd_logger(fn: { ctx, message in
+            guard let ctx, let message else { return }
+            // Mostly clients' mistakes (a header too big, a bad request line): at a bounded rate.
+            Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue().log(mhdMessage: String(cString: message))
+        }, ctx: core))
+    }
+
+    func free() { raw.deallocate() }
+}

@@ -1,0 +1,125 @@
+import Support
+
+/// A request as handlers see it: copied out of libmicrohttpd on its thread, so it can go
+/// anywhere. Header names are lower-case; only the headers named in
+/// `HTTPServer.Configuration.requestHeaders` are copied.
+public struct Request: Sendable {
+    public var method: String
+    public var path: String
+    public var query: [String: String]
+    public var headers: [String: String]
+    /// The request body, read whole (bounded by `Configuration.maxBodyBytes`).
+    public var body: Bytes
+    /// HTTP/1.1 (as opposed to 1.0), which requires a Host header.
+    public var isHTTP11: Bool
+
+    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
+                body: Bytes = .empty, isHTTP11: Bool = true) {
+        self.isHTTP11 = isHTTP11
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+}
+
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: Bytes
+    /// When set, the body is streamed from it instead (length unknown, chunked).
+    public var stream: (any ResponseStream)?
+
+    public init(status: Int, headers: [(String, String)] = [], body: Bytes = .empty) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public init(status: Int, headers: [(String, String)], stream: any ResponseStream) {
+        self.status = status
+        self.headers = headers
+        self.body = .empty
+        self.stream = stream
+    }
+
+    public static func json(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
+        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: Bytes(text))
+    }
+
+}
+
+/// What the server refuses by itself, before or instead of asking the handler. The server
+/// knows the status; the product renders the body (`HTTPHandler.render`).
+public enum ServerRefusal: Sendable, Equatable {
+    /// Past `maxConnections` (503, with a close).
+    case tooManyConnections
+    /// A new connection or suspension during shutdown (503).
+    case shuttingDown
+    /// More query parameters than `maxQueryParameters` (414, with a close).
+    case tooManyParameters(limit: Int)
+    /// An encoded NUL byte in the path (400, with a close).
+    case nulInPath
+    /// The request did not arrive whole within `requestTimeout` (408, with a close).
+    case requestTimeout
+    /// Ambiguous body framing (400, with a close); the reason says which rule.
+    case badFraming(String)
+    /// HTTP/1.1 without Host (400, with a close).
+    case missingHost
+    /// A body over `maxBodyBytes` (413).
+    case bodyTooLarge(limit: Int)
+    /// The handler never answered (500): a bug, logged.
+    case noResponse
+
+    public var status: Int {
+        switch self {
+        case .tooManyConnections, .shuttingDown: 503
+        case .tooManyParameters: 414
+        case .nulInPath, .badFraming, .missingHost: 400
+        case .requestTimeout: 408
+        case .bodyTooLarge: 413
+        case .noResponse: 500
+        }
+    }
+}
+
+public enum HandlerResult: Sendable {
+    /// Answer now, on the server thread.
+    case response(Response)
+    /// The answer comes later through `RequestContext.respond`; the connection is suspended
+    /// meanwhile and holds no thread.
+    case suspend
+}
+
+/// What a streamed body answers when the server asks for more.
+public enum StreamRead: Sendable {
+    /// This many bytes were written.
+    case data(Int)
+    /// Nothing now: the connection is suspended until the stream calls `StreamWaker.wake`.
+    case wait
+    /// The body is complete.
+    case end
+}
+
+/// A body produced over time (Server-Sent Events). The server calls `read` on its own
+/// threads, one call at a time; the stream calls the waker from any thread when it has
+/// something new after answering `.wait`.
+public protocol ResponseStream: AnyObject, Sendable {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead
+    /// Called once, before the first `read`.
+    func attach(_ waker: StreamWaker)
+    /// The connection is gone (finished or the client left): release what you hold.
+    func detach()
+}
+
+public protocol StreamWaker: AnyObject, Sendable {
+    func wake()
+}
+
+public protocol HTTPHandler: Sendable {
+    func handle(_ request: Request, context: RequestContext) -> HandlerResult
+    /// The answer to one of the server's own refusals; its status must be `refusal.status`.
+    /// Called once per kind at start for the answers written straight to a socket.
+    func render(_ refusal: ServerRefusal) -> Response
+}

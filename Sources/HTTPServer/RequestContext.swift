@@ -1,0 +1,151 @@
+import Support
+internal import CMicroHTTPD
+import Synchronization
+
+/// One request's life on a connection: answered at once, or suspended until `respond` is
+/// called from any thread. Owned by libmicrohttpd through `req_cls` (one retain, released in
+/// the request-completed callback).
+public final class RequestContext: Sendable, SocketObserver {
+    private struct State {
+        var started = false
+        var suspended = false
+        var response: Response?
+        var finished = false
+        var watchToken: UInt64?
+        var goneHandlers: [@Sendable () -> Void] = []
+        var body: [UInt8] = []
+        var bodyTooLarge = false
+        var extraHeaders: [(String, String)] = []
+    }
+
+    private let state = Mutex(State())
+    /// The MHD connection: used on MHD's threads, except `MHD_resume_connection`, which MHD
+    /// allows from any thread. That is why the raw handle may be shared.
+    private let connection: ConnectionPointer
+    unowned let server: ServerCore
+
+    init(connection: OpaquePointer, server: ServerCore) {
+        self.connection = ConnectionPointer(raw: connection)
+        self.server = server
+    }
+
+    /// Delivers the response. The first call wins; later ones are ignored.
+    public func respond(_ response: Response) {
+        state.withLock { state in
+            guard state.response == nil, !state.finished else { return }
+            state.response = response
+            guard state.suspended else { return }  // the server thread will pick it up itself
+            state.suspended = false
+            if let token = state.watchToken {
+                server.watcher.unwatch(token)  // before resuming: MHD may then close the socket
+                state.watchToken = nil
+            }
+            MHD_resume_connection(connection.raw)
+            server.didResume()
+        }
+    }
+
+    /// Headers added to whatever response this request gets, now or later (CORS).
+    public func addResponseHeaders(_ headers: [(String, String)]) {
+        state.withLock { $0.extraHeaders += headers }
+    }
+
+    var extraHeaders: [(String, String)] { state.withLock { $0.extraHeaders } }
+
+    /// Runs `handler` if the client goes away while this request waits. Registered by the
+    /// handler before it returns `.suspend`.
+    public func onClientGone(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.goneHandlers.append(handler) }
+    }
+
+    // MARK: Server side (MHD threads)
+
+    /// Collects a piece of the request body; past `limit` the rest is dropped and the
+    /// request will be answered 413.
+    func appendBody(_ data: UnsafeRawBufferPointer, limit: Int) {
+        state.withLock { state in
+            guard !state.bodyTooLarge else { return }
+            if state.body.count + data.count > limit {
+                state.bodyTooLarge = true
+                state.body = []
+            } else {
+                state.body.append(contentsOf: data)
+            }
+        }
+    }
+
+    /// The body read so far, or nil when it was too large.
+    func takeBody() -> Bytes? {
+        state.withLock { state in
+            defer { state.body = [] }
+            return state.bodyTooLarge ? nil : (state.body.isEmpty ? .empty : Bytes(state.body))
+        }
+    }
+
+    /// True the first time: the request should go to the handler now.
+    func start() -> Bool {
+        state.withLock { state in
+            defer { state.started = true }
+            return !state.started
+        }
+    }
+
+    func takeResponse() -> Response? {
+        state.withLock { state in
+            defer { state.response = nil }
+            return state.response
+        }
+    }
+
+    enum SuspendOutcome { case suspended, alreadyAnswered, refused }
+
+    /// Suspends the connection unless the answer is already here. Refused during shutdown.
+    func suspend() -> SuspendOutcome {
+        let outcome = state.withLock { state -> SuspendOutcome in
+            if state.response != nil { return .alreadyAnswered }
+            guard server.beginSuspension() else { return .refused }
+            MHD_suspend_connection(connection.raw)
+            state.suspended = true
+            let fd = thumbd_mhd_connection_fd(connection.raw)
+            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) }
+            return .suspended
+        }
+        if outcome == .refused { abandon() }
+        return outcome
+    }
+
+    /// The watcher saw the client hang up while suspended.
+    func clientGone() {
+        let handlers = state.withLock { state -> [@Sendable () -> Void] in
+            guard state.suspended, state.response == nil else { return [] }
+            state.watchToken = nil  // the watcher dropped it already
+            defer { state.goneHandlers.removeAll() }
+            return state.goneHandlers
+        }
+        guard !handlers.isEmpty else { return }
+        for handler in handlers { handler() }
+        // Resume so MHD finds the closed socket and cleans the connection up.
+        respond(Response(status: 499))
+    }
+
+    /// Tells the handler nobody will read its answer (shutdown refused the suspension).
+    private func abandon() {
+        let handlers = state.withLock { state in
+            defer { state.goneHandlers.removeAll() }
+            return state.goneHandlers
+        }
+        for handler in handlers { handler() }
+    }
+
+    func finish() {
+        state.withLock { state in
+            state.finished = true
+            if let token = state.watchToken { server.watcher.unwatch(token) }
+            state.watchToken = nil
+        }
+    }
+}
+
+struct ConnectionPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}

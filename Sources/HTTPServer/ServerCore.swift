@@ -1,0 +1,316 @@
+internal import CMicroHTTPD
+import Dispatch
+import Foundation
+import Logging
+import Support
+import Synchronization
+
+/// What libmicrohttpd's callbacks reach through their `cls` pointer.
+final class ServerCore: Sendable {
+    let handler: any HTTPHandler
+    let watcher = SocketWatcher()
+    let logger: Logger
+    let maxBodyBytes: Int
+    let requestHeaders: [String]
+    let serverHeader: String?
+    let connections: ConnectionGuard
+    private let mhdLog = RateLimitedLog(linesPerWindow: 5, window: .seconds(10))
+    private let counts = Mutex(Counts())
+
+    init(handler: any HTTPHandler, configuration: HTTPServer.Configuration, logger: Logger) {
+        let limits = ConnectionGuard.Limits(
+            maxConnections: configuration.maxConnections, idleTimeout: configuration.idleTimeout,
+            requestTimeout: configuration.requestTimeout, maxQueryParameters: configuration.maxQueryParameters)
+        self.connections = ConnectionGuard(limits: limits, render: handler.render)
+        self.handler = handler
+        self.maxBodyBytes = configuration.maxBodyBytes
+        self.requestHeaders = configuration.requestHeaders
+        self.serverHeader = configuration.serverHeader
+        self.logger = logger
+    }
+
+    var isRefusing: Bool { counts.withLock { $0.refusing } }
+
+    /// Counts a suspension, unless shutdown has begun. Checked and counted under one lock,
+    /// so shutdown can never miss a suspension that slipped in after it looked.
+    func beginSuspension() -> Bool {
+        counts.withLock { counts in
+            guard !counts.refusing else { return false }
+            counts.suspended += 1
+            return true
+        }
+    }
+
+    func didResume() { counts.withLock { $0.suspended -= 1; return $0.reached() }.forEach { $0.signal() } }
+    func refuseSuspensions() { counts.withLock { $0.refusing = true } }
+    var suspendedCount: Int { counts.withLock { $0.suspended } }
+
+    /// Blocks until `condition` holds or `timeout` passes; woken by the count that reaches
+    /// it, not by polling. Returns whether it holds.
+    func wait(until condition: Counts.Condition, timeout: Duration) -> Bool {
+        let signal = DispatchSemaphore(value: 0)
+        let holds = counts.withLock { counts -> Bool in
+            if counts.holds(condition) { return true }
+            counts.waiters.append((condition, signal))
+            return false
+        }
+        if holds { return true }
+        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        _ = signal.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+        return counts.withLock { $0.holds(condition) }
+    }
+
+    struct Counts {
+        enum Condition { case noneSuspended, idle }
+        var refusing = false
+        var suspended = 0
+        var active = 0
+        var waiters: [(Condition, DispatchSemaphore)] = []
+
+        func holds(_ condition: Condition) -> Bool {
+            switch condition {
+            case .noneSuspended: suspended == 0
+            case .idle: suspended == 0 && active == 0
+            }
+        }
+
+        /// Takes the waiters whose condition now holds (signalled outside the lock).
+        mutating func reached() -> [DispatchSemaphore] {
+            guard !waiters.isEmpty else { return [] }
+            let ready = waiters.filter { holds($0.0) }.map(\.1)
+            if !ready.isEmpty { waiters = waiters.filter { !holds($0.0) } }
+            return ready
+        }
+    }
+
+    // MARK: Called on MHD threads
+
+    func access(
+        _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        version: UnsafePointer<CChar>?, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let pointer = slot.pointee else {
+            // First call for this request (its headers are in): refuse bad framing at once,
+            // with a close; otherwise only record it. Answering now would cost keep-alive.
+            if let refusal = Self.framingError(connection, http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
+                                               maxBodyBytes: maxBodyBytes) {
+                return Self.queue(handler.render(refusal), on: connection, core: self, extra: [("Connection", "close")])
+            }
+            let context = RequestContext(connection: connection, server: self)
+            slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
+            counts.withLock { $0.active += 1 }
+            return .YES
+        }
+        let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeUnretainedValue()
+        if uploadSize.pointee != 0 {
+            if let upload { context.appendBody(UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee), limit: maxBodyBytes) }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if context.start() {
+            // Refused by the guard while its request line arrived (414, NUL in the path): the
+            // answer is written and the socket shut; the request must not run.
+            guard connections.processing(thumbd_mhd_connection_fd(connection)) else { return .NO }
+            guard let body = context.takeBody() else {
+                return Self.queue(handler.render(.bodyTooLarge(limit: maxBodyBytes)), on: connection, core: self)
+            }
+            let http11 = version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false
+            let request = Request(
+                method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
+                query: Self.queryArguments(connection),
+                headers: Self.headers(connection, names: requestHeaders), body: body, isHTTP11: http11)
+            switch handler.handle(request, context: context) {
+            case .response(let response):
+                return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, http11: http11)
+            case .suspend:
+                switch context.suspend() {
+                case .suspended: return .YES
+                case .alreadyAnswered: break
+                case .refused: return Self.queue(handler.render(.shuttingDown), on: connection, core: self)
+                }
+            }
+        }
+        if let response = context.takeResponse() {
+            return Self.queue(response, on: connection, core: self, extra: context.extraHeaders)
+        }
+        logger.error("server.access called again without a response")
+        return Self.queue(handler.render(.noResponse), on: connection, core: self)
+    }
+
+    func completed(_ connection: OpaquePointer?, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        if let connection { connections.completed(thumbd_mhd_connection_fd(connection)) }
+        guard let pointer = slot.pointee else { return }
+        slot.pointee = nil
+        Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish()
+        counts.withLock { $0.active -= 1; return $0.reached() }.forEach { $0.signal() }
+    }
+
+    private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
+                              extra: [(String, String)] = [], http11: Bool = false) -> MHD_Result {
+        let mhdResponse: OpaquePointer
+        if let stream = response.stream {
+            // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
+            // Chunked for HTTP/1.1, and said so, since the box then writes chunks of its own.
+            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: http11))
+            guard let created = MHD_create_response_from_callback(
+                thumbd_mhd_size_unknown, 16 * 1024, readStream, box.toOpaque(), freeStream)
+            else {
+                box.release()
+                stream.detach()  // never attached to a connection: let its owner forget it
+                return .NO
+            }
+            if http11 { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
+            mhdResponse = created
+        } else {
+            // No copy: MHD sends from the body's own memory and releases our retain when done.
+            let body = Unmanaged.passRetained(response.body)
+            guard let created = MHD_create_response_from_buffer_with_free_callback_cls(
+                response.body.count, UnsafeMutableRawPointer(mutating: response.body.baseAddress), releaseBody, body.toOpaque())
+            else {
+                body.release()
+                return .NO
+            }
+            mhdResponse = created
+        }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        for (name, value) in extra {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        if let name = core.serverHeader { _ = MHD_add_response_header(mhdResponse, "Server", name) }
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    /// RFC 9112 §6.3: a request whose body length is ambiguous is refused and the connection
+    /// closed, since the next request's start could not be found. libmicrohttpd 0.9.75
+    /// waits out its timeout for a transfer coding other than `chunked`, accepts two
+    /// different Content-Length values and reads a body of 2^63 bytes; it answers
+    /// HTTP/1.1 without Host.
+    static func framingError(_ connection: OpaquePointer, http11: Bool, maxBodyBytes: Int) -> ServerRefusal? {
+        func bad(_ message: String) -> ServerRefusal { .badFraming(message) }
+        if http11, MHD_lookup_connection_value(connection, .HEADER_KIND, "host") == nil {
+            return .missingHost
+        }
+        let coding = MHD_lookup_connection_value(connection, .HEADER_KIND, "transfer-encoding").map { String(cString: $0) }
+        let lengths = MHD_lookup_connection_value(connection, .HEADER_KIND, "content-length") == nil
+            ? [] : values(connection, named: "content-length")
+        if let coding {
+            guard coding.trimmingCharacters(in: .whitespaces).lowercased() == "chunked", http11 else {
+                return bad("the only transfer coding accepted is chunked (HTTP/1.1)")
+            }
+            guard lengths.isEmpty else { return bad("Transfer-Encoding and Content-Length together") }
+            guard values(connection, named: "transfer-encoding").count == 1 else { return bad("more than one Transfer-Encoding") }
+            return nil
+        }
+        guard !lengths.isEmpty else { return nil }
+        var length: UInt64?
+        for field in lengths {
+            for element in field.split(separator: ",", omittingEmptySubsequences: false) {
+                let digits = element.trimmingCharacters(in: .whitespaces)
+                guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                    return bad("Content-Length is not a number")
+                }
+                guard let value = UInt64(digits) else { return .bodyTooLarge(limit: maxBodyBytes) }
+                if let length, length != value { return bad("two different Content-Length values") }
+                length = value
+            }
+        }
+        if let length, length > UInt64(maxBodyBytes) { return .bodyTooLarge(limit: maxBodyBytes) }
+        return nil
+    }
+
+    /// Every value of a header that may repeat (lower-case name).
+    private static func values(_ connection: OpaquePointer, named name: String) -> [String] {
+        let collector = ValueCollector(only: name)
+        withExtendedLifetime(collector) {
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+                if strcasecmp(key, collector.only) == 0 { collector.all.append(value.map { String(cString: $0) } ?? "") }
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.all
+    }
+
+    func log(mhdMessage: String) {
+        mhdLog.run { suppressed in
+            logger.notice("microhttpd", metadata: [
+                "mhd.message": "\(mhdMessage.trimmingCharacters(in: .whitespacesAndNewlines))",
+                "log.suppressed": "\(suppressed)",
+            ])
+        }
+    }
+
+    /// The request headers handlers use, looked up by name rather than all copied: copying
+    /// every header into a dictionary was a visible share of a hit's cost.
+    private static func headers(_ connection: OpaquePointer, names: [String]) -> [String: String] {
+        var headers: [String: String] = [:]
+        for name in names {
+            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) {
+                headers[name] = String(cString: value)
+            }
+        }
+        return headers
+    }
+
+    private static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+        let collector = ValueCollector()
+        withExtendedLifetime(collector) {
+            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+                collector.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.values
+    }
+}
+
+private final class ValueCollector {
+    var values: [String: String] = [:]
+    var all: [String] = []
+    let only: String
+    init(only: String = "") { self.only = only }
+    func add(_ key: String, _ value: String) {
+        if values[key] == nil { values[key] = value }  // the first occurrence wins
+    }
+}
+
+let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, version, upload, uploadSize, slot in
+    let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
+    return core.access(connection!, url: url, method: method, version: version, upload: upload, uploadSize: uploadSize!, slot: slot!)
+}
+
+/// Frees a response body handed to MHD: the one retain taken in `queue`.
+private let releaseBody: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    Unmanaged<Bytes>.fromOpaque(cls).release()
+}
+
+let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, slot, _ in
+    guard let cls, let slot else { return }
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().completed(connection, slot)
+}
+
+let connectionNotified: MHD_NotifyConnectionCallback = { cls, connection, _, event in
+    guard let cls, let connection else { return }
+    let fd = thumbd_mhd_connection_fd(connection)
+    guard fd >= 0 else { return }
+    let guardian = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections
+    if event == .CONNECTION_NOTIFY_STARTED { guardian.started(fd) } else { guardian.closed(fd) }
+}
+
+/// MHD's URI log callback: called with the request line's target before its query is parsed.
+/// Returns nil, so the first access-handler call still sees no request state.
+let requestLineSeen: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
+    cls, uri, connection in
+    guard let cls, let uri, let connection else { return nil }
+    let fd = thumbd_mhd_connection_fd(connection)
+    if fd >= 0 { Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections.requestLine(fd, uri: uri) }
+    return nil
+}

@@ -1,0 +1,26 @@
+import Foundation
+import Glibc
+
+package enum ThreadName {
+    /// Names the calling thread as `top -H`, perf and gdb show it (15 characters at most).
+    /// Foundation's `Thread.name` does not reach the kernel on Linux, and pthread_setname_np
+    /// is not visible to Swift without _GNU_SOURCE; the kernel's own file does the same.
+    package static func set(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// The names of this process's threads that start with one of `prefixes`, from the
+    /// kernel's list (`/proc/self/task`): how a program checks that a stop left nothing running.
+    package static func living(withPrefixes prefixes: [String]) -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            guard let data = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm") else { return nil }
+            let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            return prefixes.contains { name.hasPrefix($0) } ? name : nil
+        }.sorted()
+    }
+}

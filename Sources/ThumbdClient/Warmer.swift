@@ -1,0 +1,150 @@
+import Support
+import Foundation
+
+/// `thumbd warm`: opens one batch on a running daemon and follows its event stream,
+/// drawing a progress bar (done / failed / bytes / rate / ETA) or printing the events as
+/// JSON lines. If the stream drops before `end`, it reconnects with `Last-Event-ID`, as
+/// EventSource would.
+public struct Warmer {
+    public struct Failure: Sendable {
+        public var url: String
+        public var status: Int
+        public var error: String
+        public var message: String
+    }
+
+    public struct Report: Sendable {
+        public var total = 0
+        public var done = 0
+        public var failed: [Failure] = []
+        public var cancelled = 0
+        public var bytes = 0
+        public var milliseconds = 0
+    }
+
+    public var server: String
+    public var priority: String?
+    public var json: Bool
+    /// Standard output (JSON lines) and the progress line's terminal (standard error).
+    public var output: (String) -> Void
+    public var progress: (String) -> Void
+    public var interactive: Bool
+
+    public init(server: String, priority: String?, json: Bool, interactive: Bool,
+                output: @escaping (String) -> Void, progress: @escaping (String) -> Void) {
+        self.server = server
+        self.priority = priority
+        self.json = json
+        self.interactive = interactive
+        self.output = output
+        self.progress = progress
+    }
+
+    public func run(urls: [String]) throws -> Report {
+        guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
+        let request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0)) }, priority: priority)
+        let body = try JSONEncoder().encode(request)
+        let post = try DaemonConnection(base: server)
+        let head = try post.send("POST", "/batches", headers: ["Content-Type": "application/json"], body: Array(body))
+        let answer = try? JSONDecoder().decode(BatchAnswer.self, from: Data(try post.body()))
+        guard head.status == 201, let events = answer?.events else {
+            throw DaemonClientError("thumbd refused the batch (\(head.status)): \(answer?.message ?? "no message")")
+        }
+        var report = Report(total: urls.count)
+        let started = Date()
+        var lastEventID: String?
+        var ended = false
+        var lastDraw = Date.distantPast
+        for attempt in 0..<5 where !ended {
+            if attempt > 0 { Thread.sleep(forTimeInterval: 0.5 * Double(attempt)) }
+            let stream: DaemonConnection
+            do {
+                stream = try DaemonConnection(base: server, timeoutSeconds: 120)
+                var headers = ["Accept": "text/event-stream"]
+                if let lastEventID { headers["Last-Event-ID"] = lastEventID }
+                let streamHead = try stream.send("GET", events, headers: headers)
+                guard streamHead.status == 200 else { throw DaemonClientError("event stream answered \(streamHead.status)") }
+            } catch {
+                continue
+            }
+            var parser = EventStreamParser()
+            while !ended, let chunk = try? stream.nextChunk() {
+                parser.feed(chunk)
+                for event in parser.takeEvents() {
+                    lastEventID = event.lastEventID
+                    ended = apply(event, to: &report) || ended
+                }
+                if !json, interactive || Date().timeIntervalSince(lastDraw) > 2 {
+                    if Date().timeIntervalSince(lastDraw) > 0.1 || ended {
+                        draw(report, started: started, final: ended)
+                        lastDraw = Date()
+                    }
+                }
+            }
+        }
+        guard ended else { throw DaemonClientError("the event stream ended before the batch did") }
+        if !json {
+            draw(report, started: started, final: true)
+            if interactive { progress("\n") }
+        }
+        return report
+    }
+
+    private struct BatchBody: Encodable {
+        struct Item: Encodable { var url: String; var id: String }
+        var items: [Item]
+        var priority: String?
+    }
+
+    /// The 201 (`events`) or an error (`message`).
+    private struct BatchAnswer: Decodable {
+        var events: String?
+        var message: String?
+    }
+
+    /// Updates the report from one event; true at `end`. The event's data stays an untyped
+    /// JSON object: `--json` passes it through whole, whatever fields it carries.
+    private func apply(_ event: EventStreamParser.Event, to report: inout Report) -> Bool {
+        let data = (try? JSONSerialization.jsonObject(with: Data(event.data.utf8))) as? [String: Any] ?? [:]
+        if json {
+            let line: [String: Any] = ["event": event.type, "id": Int(event.lastEventID) ?? 0, "data": data]
+            if let text = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
+                output(String(decoding: text, as: UTF8.self) + "\n")
+            }
+        }
+        switch event.type {
+        case "done":
+            report.done += 1
+            report.bytes += data["bytes"] as? Int ?? 0
+        case "failed":
+            report.failed.append(Failure(url: data["url"] as? String ?? "", status: data["status"] as? Int ?? 0,
+                                         error: data["error"] as? String ?? "", message: data["message"] as? String ?? ""))
+        case "cancelled":
+            report.cancelled += 1
+        case "end":
+            report.milliseconds = data["ms"] as? Int ?? 0
+            return true
+        default: break
+        }
+        return false
+    }
+
+    private func draw(_ report: Report, started: Date, final: Bool) {
+        let finished = report.done + report.failed.count + report.cancelled
+        let fraction = report.total == 0 ? 1 : Double(finished) / Double(report.total)
+        let width = 24
+        let filled = Int((fraction * Double(width)).rounded(.down))
+        let elapsed = max(Date().timeIntervalSince(started), 0.001)
+        let rate = Double(report.bytes) / elapsed
+        let eta = finished == 0 || final ? "" : String(format: " ETA %.0fs", elapsed / Double(finished) * Double(report.total - finished))
+        let line = "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "] "
+            + "\(finished)/\(report.total) done \(report.done) failed \(report.failed.count)"
+            + (report.cancelled > 0 ? " cancelled \(report.cancelled)" : "")
+            + " \(Self.size(Double(report.bytes))) \(Self.size(rate))/s" + eta
+        progress(interactive ? "\r\u{1B}[2K" + line : line + "\n")
+    }
+
+    public static func size(_ bytes: Double) -> String {
+        bytes >= 1_048_576 ? String(format: "%.1f MB", bytes / 1_048_576) : String(format: "%.0f KB", bytes / 1024)
+    }
+}

@@ -1,0 +1,105 @@
+import Support
+import Synchronization
+
+/// Queue order when the upstream concurrency limit is reached.
+public enum Priority: Int, Sendable, Comparable, CaseIterable {
+    case low = 0, normal = 1, high = 2
+
+    public init?(parameter: String) {
+        switch parameter {
+        case "low": self = .low
+        case "normal": self = .normal
+        case "high": self = .high
+        default: return nil
+        }
+    }
+
+    public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What an origin sent for a successful fetch.
+public struct UpstreamResponse: Sendable {
+    public var status: Int
+    public var body: Bytes
+    public var etag: String?
+    public var lastModified: String?
+    public var cacheControl: String?
+    public var expires: String?
+    public var date: String?
+}
+
+/// Bytes received so far and the total when the origin said it.
+public struct FetchProgress: Sendable, Equatable {
+    public var received: Int64
+    public var total: Int64?
+}
+
+/// One upstream fetch as the rest of thumbd sees it: a URL, a priority that can only rise,
+/// observable progress, and one completion. Shared between the submitting thread and the
+/// transfer loop; every mutable part sits behind a lock.
+public final class FetchJob: Sendable {
+    public let url: String
+    public let host: String
+    private let state: Mutex<State>
+    private let onProgress: @Sendable (FetchProgress) -> Void
+    private let onComplete: @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void
+
+    private struct State {
+        var priority: Priority
+        var progress = FetchProgress(received: 0, total: nil)
+        var completed = false
+        var observers: [UInt64: @Sendable (FetchProgress) -> Void] = [:]
+        var nextObserver: UInt64 = 0
+    }
+
+    public init(
+        url: String, host: String, priority: Priority,
+        onProgress: @escaping @Sendable (FetchProgress) -> Void = { _ in },
+        onComplete: @escaping @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void
+    ) {
+        self.url = url
+        self.host = host
+        self.state = Mutex(State(priority: priority))
+        self.onProgress = onProgress
+        self.onComplete = onComplete
+    }
+
+    public var priority: Priority { state.withLock { $0.priority } }
+    public var progress: FetchProgress { state.withLock { $0.progress } }
+
+    /// Raises the priority (a waiter with a higher priority joined); never lowers it.
+    public func raisePriority(to priority: Priority) {
+        state.withLock { $0.priority = max($0.priority, priority) }
+    }
+
+    /// Adds an observer of progress (a batch item waiting on this fetch); returns its token.
+    public func observeProgress(_ observer: @escaping @Sendable (FetchProgress) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextObserver += 1
+            state.observers[state.nextObserver] = observer
+            return state.nextObserver
+        }
+    }
+
+    public func stopObserving(_ token: UInt64) {
+        state.withLock { _ = $0.observers.removeValue(forKey: token) }
+    }
+
+    func publishProgress(_ progress: FetchProgress) {
+        let observers = state.withLock { state in
+            state.progress = progress
+            return Array(state.observers.values)
+        }
+        onProgress(progress)
+        for observer in observers { observer(progress) }
+    }
+
+    /// Delivers the outcome once; later calls are ignored.
+    func complete(_ result: Result<UpstreamResponse, UpstreamError>) {
+        let first = state.withLock { state -> Bool in
+            defer { state.completed = true }
+            return !state.completed
+        }
+        if first { onComplete(self, result) }
+    }
+}

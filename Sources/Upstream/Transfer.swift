@@ -1,0 +1,228 @@
+import Support
+internal import CCurl
+import Foundation
+
+/// Owns one curl easy handle and the bytes of one fetch. Confined to the transfer loop's
+/// thread; curl calls back into it through the context pointer (`Unmanaged`, unretained:
+/// the loop keeps the `Transfer` alive for as long as the handle is in the multi handle).
+final class Transfer {
+    let easy: UnsafeMutableRawPointer
+    let job: FetchJob
+    private let configuration: TransferLoop.Configuration
+    private(set) var body: [UInt8] = []
+    private var headers = OriginHeaders()
+    /// The body has begun: later header lines are trailers, and are ignored.
+    private var statusChecked = false
+    /// Set by a callback that stopped the transfer on purpose; wins over curl's error code.
+    private var verdict: UpstreamError?
+    private var lastProgress = FetchProgress(received: 0, total: nil)
+    private var lastProgressTime: ContinuousClock.Instant = .now
+
+    init(job: FetchJob, configuration: TransferLoop.Configuration) {
+        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        self.easy = easy
+        self.job = job
+        self.configuration = configuration
+        configure()
+    }
+
+    deinit { curl_easy_cleanup(easy) }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    private func configure() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let c = configuration
+        func long(_ option: CURLoption, _ value: Int) { Curl.check(thumbd_curl_setopt_long(easy, option, value), "\(option)") }
+        func string(_ option: CURLoption, _ value: String) { Curl.check(thumbd_curl_setopt_str(easy, option, value), "\(option)") }
+        string(CURLOPT_URL, job.url)
+        long(CURLOPT_NOSIGNAL, 1)
+        string(CURLOPT_PROTOCOLS_STR, "http,https")
+        string(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        long(CURLOPT_FOLLOWLOCATION, 1)
+        long(CURLOPT_MAXREDIRS, c.maxRedirects)
+        long(CURLOPT_CONNECTTIMEOUT_MS, c.connectTimeoutMilliseconds)
+        long(CURLOPT_TIMEOUT_MS, c.timeoutMilliseconds)
+        long(CURLOPT_LOW_SPEED_LIMIT, c.lowSpeedBytesPerSecond)
+        long(CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
+        Curl.check(thumbd_curl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxObjectBytes)), "MAXFILESIZE")
+        long(CURLOPT_HTTP_VERSION, thumbd_curl_http_version_2tls)
+        string(CURLOPT_USERAGENT, c.userAgent)
+        string(CURLOPT_ACCEPT_ENCODING, "identity")
+        long(CURLOPT_NOPROGRESS, 0)
+        Curl.check(thumbd_curl_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, user in
+            Transfer.from(user).receive(data, size * count)
+        }), "WRITEFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_WRITEDATA, me), "WRITEDATA")
+        Curl.check(thumbd_curl_setopt_datafn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, user in
+            Transfer.from(user).header(data, size * count)
+        }), "HEADERFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_HEADERDATA, me), "HEADERDATA")
+        Curl.check(thumbd_curl_setopt_xferinfofn(easy, { user, total, now, _, _ in
+            Transfer.from(user).progress(received: Int64(now), total: Int64(total))
+        }), "XFERINFOFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_XFERINFODATA, me), "XFERINFODATA")
+        // The destination check proper: every address curl is about to connect to, on every
+        // hop, before a socket exists. Refusing here (rather than after the connect) means
+        // the answer is the same whether the port is open, closed or filtered: thumbd can't
+        // be used to scan loopback or the LAN.
+        Curl.check(thumbd_curl_setopt_opensocketfn(easy, { user, _, address in
+            guard let address else { return thumbd_curl_socket_bad }
+            return Transfer.from(user).openSocket(address)
+        }), "OPENSOCKETFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_OPENSOCKETDATA, me), "OPENSOCKETDATA")
+        Curl.check(thumbd_curl_setopt_prereqfn(easy, { user, primaryIP, _, _, _ in
+            Int32(Transfer.from(user).connected(to: primaryIP.map { String(cString: $0) } ?? ""))
+        }), "PREREQFUNCTION")
+        Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_PREREQDATA, me), "PREREQDATA")
+    }
+
+    // MARK: Callbacks (loop thread)
+
+    private func receive(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        if !statusChecked {
+            statusChecked = true
+            let status = responseCode
+            if status != 200 {
+                verdict = .status(status)
+                return 0  // stop: we do not want this body
+            }
+        }
+        guard body.count + count <= configuration.maxObjectBytes else {
+            verdict = .tooLarge(limit: configuration.maxObjectBytes)
+            return 0
+        }
+        if let data, count > 0 {
+            if body.isEmpty, let length = headers.contentLength, length <= configuration.maxObjectBytes {
+                body.reserveCapacity(length)
+            }
+            data.withMemoryRebound(to: UInt8.self, capacity: count) {
+                body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+            }
+        }
+        return count
+    }
+
+    private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard let data, !statusChecked else { return count }  // after the body began: a trailer
+        let line = UnsafeRawBufferPointer(start: data, count: count)
+        if line.starts(with: "HTTP/".utf8) {
+            headers.reset()  // a new response (after a redirect or a 100): forget the old one's
+        } else if !headers.take(line) {
+            verdict = .badFraming
+            return 0  // stops the transfer
+        }
+        return count
+    }
+
+    private func progress(received: Int64, total: Int64) -> Int32 {
+        let next = FetchProgress(received: received, total: total > 0 ? total : nil)
+        guard next != lastProgress, verdict == nil else { return 0 }
+        // Only the image's own bytes count: not a redirect's or an error page's.
+        if received > 0 || total > 0 {
+            guard responseCode == 200 else { return 0 }
+        }
+        let now = ContinuousClock.now
+        // A few updates a second at most, plus one as soon as the total becomes known.
+        if now - lastProgressTime >= .milliseconds(100) || (lastProgress.total == nil && next.total != nil) {
+            lastProgress = next
+            lastProgressTime = now
+            job.publishProgress(next)
+        }
+        return 0
+    }
+
+    /// Called before each connection is made (every redirect hop, every address tried), with
+    /// the address curl resolved: opens the socket only for an allowed address.
+    private func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        guard verdict == nil else { return thumbd_curl_socket_bad }  // one refusal refuses the fetch
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let length = bytes.withUnsafeMutableBufferPointer { thumbd_curl_sockaddr_ip(address, $0.baseAddress) }
+        guard let ip = IPAddress(bytes: Array(bytes.prefix(Int(length)))), configuration.connectCheck.allowsAddress(ip) else {
+            verdict = .addressRefused
+            return thumbd_curl_socket_bad
+        }
+        if let host = currentHost, !configuration.connectCheck.allowsHost(host) {
+            verdict = .hostRefused(host)
+            return thumbd_curl_socket_bad
+        }
+        return thumbd_curl_open_socket(address)
+    }
+
+    /// Called after each connection is made or reused (every redirect hop too), before the
+    /// request is sent: refuses a host outside the allow list, and checks the address again.
+    private func connected(to primaryIP: String) -> Int {
+        if let address = IPAddress(primaryIP), !configuration.connectCheck.allowsAddress(address) {
+            verdict = .addressRefused
+            return thumbd_curl_prereq_abort
+        }
+        if let host = currentHost, !configuration.connectCheck.allowsHost(host) {
+            verdict = .hostRefused(host)
+            return thumbd_curl_prereq_abort
+        }
+        return thumbd_curl_prereq_ok
+    }
+
+    // MARK: Outcome
+
+    private var responseCode: Int {
+        var code = 0
+        _ = thumbd_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    /// The host of the hop being made (curl updates the effective URL before each hop).
+    private var currentHost: String? {
+        effectiveURL.flatMap { URLComponents(string: $0)?.host }
+    }
+
+    private var effectiveURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// Turns curl's result code into the fetch's outcome.
+    func outcome(_ code: CURLcode) -> Result<UpstreamResponse, UpstreamError> {
+        if let verdict { return .failure(verdict) }
+        switch code {
+        case CURLE_OK:
+            let status = responseCode
+            guard status == 200 else { return .failure(.status(status)) }
+            if lastProgress.received != Int64(body.count) {
+                job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
+            }
+            return .success(UpstreamResponse(
+                status: 200, body: Bytes(body), etag: headers.etag,
+                lastModified: headers.lastModified, cacheControl: headers.cacheControl,
+                expires: headers.expires, date: headers.date))
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(.timeout)
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .failure(.tooManyRedirects(limit: configuration.maxRedirects))
+        case CURLE_RECV_ERROR where statusChecked:
+            // After the body began: a reset or a broken chunked encoding cut it short.
+            return .failure(.truncated("the body was cut short: \(String(cString: curl_easy_strerror(code)))"))
+        case CURLE_PARTIAL_FILE:
+            return .failure(.truncated("the origin closed the connection before the end of the body"))
+        case CURLE_FILESIZE_EXCEEDED:
+            return .failure(.tooLarge(limit: configuration.maxObjectBytes))
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .failure(.unresolvable)
+        case CURLE_COULDNT_CONNECT:
+            return .failure(.unreachable)
+        case CURLE_UNSUPPORTED_PROTOCOL where !(effectiveURL.map { $0.hasPrefix("http://") || $0.hasPrefix("https://") } ?? true):
+            return .failure(.badRedirect)
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY:
+            // Not HTTP (curl refuses HTTP/0.9), or a status line it cannot read.
+            return .failure(.badResponse)
+        default:
+            return .failure(.failed(String(cString: curl_easy_strerror(code))))
+        }
+    }
+}
+
+@available(*, unavailable)
+extension Transfer: Sendable {}

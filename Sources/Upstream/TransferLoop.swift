@@ -1,0 +1,260 @@
+import Support
+internal import CCurl
+import Foundation
+import Logging
+import Synchronization
+
+/// Runs every upstream transfer on one curl multi handle, on one thread of its own.
+///
+/// Other threads talk to it only through `submit` and `cancel`, which put a command in a
+/// locked inbox and wake the loop with `curl_multi_wakeup` (the one multi call that is
+/// thread-safe). Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per
+/// host; the rest wait in a queue ordered by priority, then by arrival. A full queue refuses
+/// at once (503) rather than letting latency grow without bound.
+public final class TransferLoop: Sendable {
+    /// The loop's limits and the transfers' settings, in its own terms.
+    public struct Configuration: Sendable {
+        /// Transfers running at once, all hosts together.
+        public var maxConcurrent = 64
+        /// Transfers running at once to one host.
+        public var maxPerHost = 8
+        /// Jobs waiting for a slot; past this `submit` refuses.
+        public var maxQueued = 10_000
+        public var connectTimeoutMilliseconds = 5_000
+        /// The whole transfer, redirects included.
+        public var timeoutMilliseconds = 30_000
+        /// Abort a transfer slower than this for this long.
+        public var lowSpeedBytesPerSecond = 1_024
+        public var lowSpeedSeconds = 10
+        /// A larger body is refused, checked while it streams in.
+        public var maxObjectBytes = 20 << 20
+        public var maxRedirects = 5
+        public var userAgent = "thumbd"
+        /// Asked before every connect (every hop, every address tried): the caller's policy.
+        public var connectCheck = ConnectCheck.anything
+
+        public init() {}
+    }
+
+    private enum Command {
+        case submit(FetchJob)
+        case cancel(FetchJob)
+        case stop
+    }
+
+    private let multi: MultiHandle
+    private let inbox = Mutex<[Command]>([])
+    /// Jobs submitted and not yet completed (queued + running).
+    private let outstanding = Mutex(0)
+    private let configuration: Configuration
+    private let finished = DispatchSemaphore(value: 0)
+    private let running = Mutex(true)
+
+    public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.fetch")) {
+        _ = Curl.initialized
+        self.configuration = configuration
+        self.multi = MultiHandle()
+        let state = LoopState(multi: multi, configuration: configuration, logger: logger)
+        let thread = Thread { [self] in
+            ThreadName.set("thumbd-fetch")
+            state.onFinished = { [self] in outstanding.withLock { $0 -= 1 } }
+            run(state)
+            finished.signal()
+        }
+        thread.name = "thumbd-fetch"
+        thread.start()
+    }
+
+    /// Queues `job`. Returns false (and does not queue it) when the queue is full.
+    public func submit(_ job: FetchJob) -> Bool {
+        let admitted = outstanding.withLock { count -> Bool in
+            guard count < configuration.maxQueued + configuration.maxConcurrent else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return false }
+        send(.submit(job))
+        return true
+    }
+
+    /// Stops `job` if it is queued or running; it then completes with `.cancelled`.
+    public func cancel(_ job: FetchJob) { send(.cancel(job)) }
+
+    /// Aborts everything still queued or running (each job completes with `shuttingDown`)
+    /// and waits for the loop thread to exit.
+    public func shutdown() {
+        let wasRunning = running.withLock { value in
+            defer { value = false }
+            return value
+        }
+        guard wasRunning else { return }
+        send(.stop)
+        finished.wait()
+        multi.close()
+    }
+
+    private func send(_ command: Command) {
+        inbox.withLock { $0.append(command) }
+        multi.wakeup()
+    }
+
+    private func run(_ state: LoopState) {
+        while true {
+            let commands = inbox.withLock { inbox in
+                defer { inbox.removeAll(keepingCapacity: true) }
+                return inbox
+            }
+            for command in commands {
+                switch command {
+                case .submit(let job): state.enqueue(job)
+                case .cancel(let job):
+                    state.cancel(job, with: .cancelled)
+                case .stop:
+                    state.abortAll(with: .shuttingDown)
+                    return
+                }
+            }
+            state.admit()
+            state.perform()
+            if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
+            state.poll(timeoutMilliseconds: 1000)
+        }
+    }
+}
+
+/// Which connections a transfer may make: asked with the address curl resolved (before the
+/// socket exists) and with the host of each hop. The product passes its destination policy.
+public struct ConnectCheck: Sendable {
+    public var allowsAddress: @Sendable (IPAddress) -> Bool
+    public var allowsHost: @Sendable (String) -> Bool
+
+    public init(allowsAddress: @escaping @Sendable (IPAddress) -> Bool, allowsHost: @escaping @Sendable (String) -> Bool) {
+        self.allowsAddress = allowsAddress
+        self.allowsHost = allowsHost
+    }
+
+    /// No restriction (tests of the loop itself).
+    public static let anything = ConnectCheck(allowsAddress: { _ in true }, allowsHost: { _ in true })
+}
+
+/// The multi handle. `curl_multi_wakeup` may be called from any thread; everything else
+/// happens on the loop thread or after it has exited (`close`). That is the argument for
+/// `@unchecked Sendable`.
+private final class MultiHandle: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+    private var closed = false
+
+    init() {
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        handle = multi
+        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
+    }
+
+    func wakeup() { curl_multi_wakeup(handle) }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        curl_multi_cleanup(handle)
+    }
+
+    deinit { assert(closed, "MultiHandle was not closed") }
+}
+
+/// Everything the loop thread owns: the queue, the running transfers, per-host counts.
+private final class LoopState: @unchecked Sendable {  // handed to the loop thread once, used only there
+    private let multi: MultiHandle
+    private let configuration: TransferLoop.Configuration
+    private let logger: Logger
+    private var admission: Admission<FetchJob>
+    private var running: [UnsafeMutableRawPointer: Transfer] = [:]
+    /// Called once per job that leaves the loop (done, cancelled or aborted).
+    var onFinished: () -> Void = {}
+
+    init(multi: MultiHandle, configuration: TransferLoop.Configuration, logger: Logger) {
+        self.multi = multi
+        self.configuration = configuration
+        self.logger = logger
+        self.admission = Admission(maxConcurrent: configuration.maxConcurrent, maxPerHost: configuration.maxPerHost,
+                                   host: { $0.host }, priority: { $0.priority })
+    }
+
+    func enqueue(_ job: FetchJob) { admission.enqueue(job) }
+
+    /// Starts queued jobs while there is room.
+    func admit() {
+        for job in admission.admit() { start(job) }
+    }
+
+    private func start(_ job: FetchJob) {
+        let transfer = Transfer(job: job, configuration: configuration)
+        let rc = curl_multi_add_handle(multi.handle, transfer.easy)
+        precondition(rc == CURLM_OK, "curl_multi_add_handle: \(rc)")
+        running[transfer.easy] = transfer
+        logger.debug("fetch.start", metadata: ["upstream.url": "\(job.url)", "fetch.running": "\(running.count)"])
+    }
+
+    func perform() {
+        var stillRunning: Int32 = 0
+        let rc = curl_multi_perform(multi.handle, &stillRunning)
+        precondition(rc == CURLM_OK, "curl_multi_perform: \(rc)")
+    }
+
+    /// Completes every transfer curl reports as done; returns how many.
+    func reapFinished() -> Int {
+        var reaped = 0
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi.handle, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            guard let transfer = detach(easy) else { continue }
+            let outcome = transfer.outcome(code)
+            logger.debug("fetch.done", metadata: [
+                "upstream.url": "\(transfer.job.url)", "curl.code": "\(code.rawValue)",
+                "fetch.bytes": "\(transfer.body.count)",
+            ])
+            transfer.job.complete(outcome)
+            onFinished()
+            reaped += 1
+        }
+        return reaped
+    }
+
+    func poll(timeoutMilliseconds: Int32) {
+        var ready: Int32 = 0
+        _ = curl_multi_poll(multi.handle, nil, 0, timeoutMilliseconds, &ready)
+    }
+
+    func cancel(_ job: FetchJob, with error: UpstreamError) {
+        if admission.removeQueued(job) {
+            job.complete(.failure(error))
+            onFinished()
+            return
+        }
+        if let (easy, _) = running.first(where: { $0.value.job === job }) {
+            _ = detach(easy)
+            job.complete(.failure(error))
+            onFinished()
+        }
+    }
+
+    func abortAll(with error: UpstreamError) {
+        for job in admission.removeAllQueued() {
+            job.complete(.failure(error))
+            onFinished()
+        }
+        for easy in Array(running.keys) {
+            if let transfer = detach(easy) {
+                transfer.job.complete(.failure(error))
+                onFinished()
+            }
+        }
+    }
+
+    private func detach(_ easy: UnsafeMutableRawPointer) -> Transfer? {
+        guard let transfer = running.removeValue(forKey: easy) else { return nil }
+        curl_multi_remove_handle(multi.handle, easy)
+        admission.finished(transfer.job)
+        return transfer
+    }
+}

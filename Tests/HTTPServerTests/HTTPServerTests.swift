@@ -1,0 +1,132 @@
+import Dispatch
+import Foundation
+import HTTPServer
+import Logging
+import Support
+import Synchronization
+import Testing
+import ThumbdClient
+
+/// The server alone, with a handler of the test's own: it knows no product type, so
+/// everything it says in its own name comes from the handler (`render`) or its configuration.
+@Suite("HTTPServer without the product")
+struct HTTPServerTests {
+    /// Echoes what it was given; `/later` suspends and answers from another thread.
+    final class Echo: HTTPHandler {
+        let seen = Mutex<[Request]>([])
+
+        func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+            seen.withLock { $0.append(request) }
+            if request.path == "/later" {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
+                    context.respond(Response(status: 202, body: Bytes(Array("later".utf8))))
+                }
+                return .suspend
+            }
+            let headers = request.headers.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            return .response(Response(status: 200, headers: [("Content-Type", "text/plain")], body: Bytes(Array(headers.utf8))))
+        }
+
+        func render(_ refusal: ServerRefusal) -> Response {
+            Response(status: refusal.status, headers: [("Content-Type", "text/plain")], body: Bytes(Array("refused: \(refusal)".utf8)))
+        }
+    }
+
+    static func withServer(_ configure: (inout HTTPServer.Configuration) -> Void = { _ in },
+                           _ body: (HTTPServer, Echo) async throws -> Void) async throws {
+        var configuration = HTTPServer.Configuration(listen: try ListenAddress(parsing: "127.0.0.1:0"))
+        configure(&configuration)
+        let handler = Echo()
+        let server = try HTTPServer(configuration: configuration, handler: handler, logger: Logger(label: "test"))
+        defer { server.stop() }
+        try await body(server, handler)
+    }
+
+    static func exchange(_ port: UInt16, _ send: @escaping @Sendable (HTTPConnection) throws -> Void) async throws -> HTTPConnection.Response {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result {
+                    let connection = try HTTPConnection(address: .v4(0x7F00_0001), port: port, timeoutSeconds: 10)
+                    defer { connection.close() }
+                    try send(connection)
+                    return try connection.read()
+                })
+            }
+        }
+    }
+
+    @Test("only the configured request headers are copied, and Server is the configured one")
+    func headers() async throws {
+        try await Self.withServer({ $0.requestHeaders = ["host", "x-wanted"]; $0.serverHeader = "echo/1" }) { server, _ in
+            let response = try await Self.exchange(server.port) {
+                try $0.send("GET", "/h", headers: ["X-Wanted": "yes", "X-Other": "no"])
+            }
+            #expect(response.status == 200)
+            #expect(response.text == "host=127.0.0.1,x-wanted=yes")
+            #expect(response[header: "Server"] == "echo/1")
+        }
+        try await Self.withServer { server, _ in
+            let response = try await Self.exchange(server.port) { try $0.send("GET", "/h") }
+            #expect(response[header: "Server"] == nil)
+        }
+    }
+
+    @Test("a suspended request holds no thread and is answered from another one")
+    func suspension() async throws {
+        try await Self.withServer { server, _ in
+            let response = try await Self.exchange(server.port) { try $0.send("GET", "/later") }
+            #expect(response.status == 202)
+            #expect(response.text == "later")
+            #expect(server.waitUntilIdle(timeout: .seconds(5)))
+            #expect(server.suspendedConnections == 0)
+        }
+    }
+
+    @Test("the server's own refusals are rendered by the handler, with the status the server decides")
+    func refusals() async throws {
+        try await Self.withServer({ $0.maxBodyBytes = 1024; $0.maxQueryParameters = 4 }) { server, handler in
+            let framing = try await Self.exchange(server.port) {
+                try $0.sendRaw(Array("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab".utf8))
+            }
+            #expect(framing.status == 400)
+            #expect(framing.text.hasPrefix("refused: badFraming"))
+            let large = try await Self.exchange(server.port) { try $0.send("POST", "/x", body: [UInt8](repeating: 1, count: 2048)) }
+            #expect(large.status == 413)
+            #expect(large.text == "refused: bodyTooLarge(limit: 1024)")
+            let query = try await Self.exchange(server.port) { try $0.send("GET", "/x?a=1&b=2&c=3&d=4&e=5") }
+            #expect(query.status == 414)
+            #expect(query.text == "refused: tooManyParameters(limit: 4)")
+            #expect(query[header: "Connection"] == "close")
+            let noHost = try await Self.exchange(server.port) { try $0.sendRaw(Array("GET /x HTTP/1.1\r\n\r\n".utf8)) }
+            #expect(noHost.status == 400)
+            #expect(noHost.text == "refused: missingHost")
+            #expect(handler.seen.withLock { $0.map(\.path) } == [])  // none of them reached the handler
+        }
+    }
+
+    @Test("stopAccepting refuses new connections with the handler's shutdown answer")
+    func shutdown() async throws {
+        try await Self.withServer { server, _ in
+            server.stopAccepting()
+            let response = try await Self.exchange(server.port) { try $0.send("GET", "/h") }
+            #expect(response.status == 503)
+            #expect(response.text == "refused: shuttingDown")
+        }
+    }
+
+    @Test("a listen address that is not an IP literal, and one in use, are errors of the server's own")
+    func listenErrors() throws {
+        #expect(throws: HTTPServerError.badListenAddress("example.org:80")) { try ListenAddress(parsing: "example.org:80") }
+        #expect(throws: HTTPServerError.badListenAddress("127.0.0.1")) { try ListenAddress(parsing: "127.0.0.1") }
+        #expect(try ListenAddress(parsing: "[::1]:8080").ip == IPAddress("::1"))
+        #expect(try ListenAddress(parsing: "localhost:8080").host == "127.0.0.1")
+        let first = try HTTPServer(configuration: .init(listen: ListenAddress(parsing: "127.0.0.1:0")), handler: Echo(), logger: Logger(label: "test"))
+        defer { first.stop() }
+        let taken = try ListenAddress(parsing: "127.0.0.1:\(first.port)")
+        #expect {
+            try HTTPServer(configuration: .init(listen: taken), handler: Echo(), logger: Logger(label: "test"))
+        } throws: { error in
+            if case HTTPServerError.listenFailed = error { true } else { false }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Support
+import ThumbdClient
+
+/// The tests' HTTP client is the command-line tools' own (`HTTPConnection`, in
+/// ThumbdClient): one hand-written client in the package, not two.
+package typealias RawConnection = HTTPConnection
+package typealias HTTPResult = HTTPConnection.Response
+
+extension HTTPConnection {
+    /// A connection to 127.0.0.1:`port`.
+    package convenience init(port: UInt16, timeoutSeconds: Int = 20, receiveBuffer: Int32? = nil) throws {
+        try self.init(address: .v4(0x7F00_0001), port: port, timeoutSeconds: timeoutSeconds, receiveBuffer: receiveBuffer)
+    }
+
+}
+
+extension HTTPConnection.Response {
+    package var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:]
+    }
+
+    /// The JSON error code of a thumbd error body.
+    package var errorCode: String? {
+        (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["error"] as? String
+    }
+}
+
+package struct HTTPTestError: Error, CustomStringConvertible {
+    package var description: String
+    package init(description: String) { self.description = description }
+}
+
+/// One request on a fresh connection, off the cooperative pool (the socket calls block).
+package func request(_ port: UInt16, _ target: String, method: String = "GET", headers: [String: String] = [:],
+             body: String = "") async throws -> HTTPResult {
+    try await blocking {
+        let connection = try RawConnection(port: port)
+        defer { connection.close() }
+        try connection.send(method, target, headers: headers, body: Array(body.utf8))
+        return try connection.read(head: method == "HEAD")
+    }
+}
+
+package func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass. Conditions hold within
+/// milliseconds on an idle machine; the bound is generous because the suite runs all its
+/// tests at once on two shared cores.
+package func eventually(_ seconds: Double = 30, _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
+
+extension String {
+    /// Percent-encodes a whole URL for use as a query value.
+    package var queryEncoded: String {
+        addingPercentEncoding(withAllowedCharacters: CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~")))!
+    }
+}
+
+/// The header `POST /batches` needs.
+package let json = ["Content-Type": "application/json"]

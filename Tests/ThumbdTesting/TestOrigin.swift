@@ -1,0 +1,74 @@
+import Foundation
+
+/// The origin from `scripts/testorigin.py`, as a child process on an ephemeral port.
+package final class TestOrigin: @unchecked Sendable {  // immutable after init; Process is thread-safe enough for terminate
+    package let port: UInt16
+    private let process: Process
+    private let stdin: Pipe
+
+    package static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+    }
+
+    package init() throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path]
+        stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        try process.run()
+        var line = [UInt8]()
+        let handle = stdout.fileHandleForReading
+        while !line.contains(10) {
+            let chunk = handle.availableData
+            guard !chunk.isEmpty else { throw HTTPTestError(description: "origin exited before printing its port") }
+            line += chunk
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let port = text.split(separator: " ").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            throw HTTPTestError(description: "origin said \(text)")
+        }
+        self.port = port
+    }
+
+    deinit { stop() }
+
+    package func stop() {
+        try? stdin.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+    }
+
+    /// The absolute URL of `path` on this origin.
+    package func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// `/thumb?url=…` for `path` on this origin.
+    package func thumb(_ path: String, _ extra: String = "") -> String {
+        "/thumb?url=\(url(path).queryEncoded)\(extra)"
+    }
+
+    package struct Stats: Decodable, Sendable {
+        package var requests: [String: Int]
+        package var aborted: [String: Int]
+        package var order: [String]
+    }
+
+    package func stats() async throws -> Stats {
+        let result = try await request(port, "/__stats")
+        return try JSONDecoder().decode(Stats.self, from: Data(result.body))
+    }
+
+    package func requests(_ path: String) async throws -> Int { try await stats().requests[path] ?? 0 }
+    package func aborted(_ path: String) async throws -> Int { try await stats().aborted[path] ?? 0 }
+
+    package func release(_ gate: String) async throws {
+        _ = try await request(port, "/__release/\(gate)")
+    }
+
+    /// The bytes the origin serves for `path`, fetched directly (not counted as a request).
+    package func direct(_ path: String) async throws -> [UInt8] {
+        try await request(port, path, headers: ["X-Test-Direct": "1"]).body
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Synchronization
+import Testing
+import Support
+import ThumbdTesting
+@testable import Upstream
+
+@Suite("TransferLoop against a real origin")
+struct TransferLoopTests {
+    final class Recorder: Sendable {
+        let progress = Mutex<[FetchProgress]>([])
+        let outcome = Mutex<Result<UpstreamResponse, UpstreamError>?>(nil)
+    }
+
+    static func loop() -> TransferLoop {
+        var configuration = TransferLoop.Configuration()  // connects anywhere: the origin is on loopback
+        // A silent origin must outlast a loaded machine's slowest test step, not end in a timeout.
+        configuration.lowSpeedSeconds = 120
+        return TransferLoop(configuration: configuration)
+    }
+
+    @Test("progress is published while the bytes arrive, with the total, then the outcome")
+    func progress() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let loop = Self.loop()
+        defer { loop.shutdown() }
+        let recorder = Recorder()
+        let job = FetchJob(
+            url: origin.url("/slow?size=40960&chunk=8192&every=150"), host: "127.0.0.1", priority: .normal,
+            onProgress: { progress in recorder.progress.withLock { $0.append(progress) } },
+            onComplete: { _, result in recorder.outcome.withLock { $0 = result } })
+        #expect(loop.submit(job))
+        #expect(try await eventually { recorder.outcome.withLock { $0 != nil } })
+        let updates = recorder.progress.withLock { $0 }
+        #expect(updates.count >= 3)  // several updates during a ~0.6 s transfer, not just the end
+        #expect(updates.allSatisfy { $0.total == 40960 })
+        #expect(zip(updates, updates.dropFirst()).allSatisfy { $0.received < $1.received })
+        #expect(updates.last?.received == 40960)
+        #expect(job.progress == FetchProgress(received: 40960, total: 40960))
+        let response = try recorder.outcome.withLock { try #require($0) }.get()
+        #expect(response.body.count == 40960)
+        #expect(response.body.array.prefix(3).elementsEqual([0xFF, 0xD8, 0xFF]))  // the bytes as sent (a JPEG)
+    }
+
+    @Test("a cancelled transfer stops, and the origin sees the connection close")
+    func cancel() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let loop = Self.loop()
+        defer { loop.shutdown() }
+        let recorder = Recorder()
+        let job = FetchJob(url: origin.url("/hang"), host: "127.0.0.1", priority: .normal,
+                           onComplete: { _, result in recorder.outcome.withLock { $0 = result } })
+        #expect(loop.submit(job))
+        #expect(try await eventually { try await origin.requests("/hang") == 1 })
+        loop.cancel(job)
+        #expect(try await eventually { recorder.outcome.withLock { $0 != nil } })
+        #expect(recorder.outcome.withLock { $0.map { result in if case .failure(.cancelled) = result { true } else { false } } } == true)
+        #expect(try await eventually { try await origin.aborted("/hang") == 1 })
+    }
+}
