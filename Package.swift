@@ -1,7 +1,7 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-// The arrows: thumbd → ThumbdCore → {HTTPServer, Upstream, BlobStore} → C modules, with
+// The arrows: thumbd → ThumbdCore → {HTTPServer, Upstream, BlobStore, Thumbnailer} → C modules, with
 // Support (bytes, addresses, thread names) under all of them. Each C module is a
 // dependency of exactly one wrapper target, and no wrapper depends on ThumbdCore, so the
 // compiler refuses a layer that leans the wrong way.
@@ -31,6 +31,9 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CVips", pkgConfig: "vips",
+            providers: [.apt(["libvips-dev"])]),
 
         // What every layer shares and none owns: the byte buffer, IP addresses, thread names.
         .target(
@@ -47,12 +50,15 @@ let package = Package(
         .target(
             name: "BlobStore",
             dependencies: ["CSQLite", "Support", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "Thumbnailer",
+            dependencies: ["CVips", "Support"]),
 
         // The product: routing, /thumb, batches, events, coalescing, policy, processing.
         .target(
             name: "ThumbdCore",
             dependencies: [
-                "HTTPServer", "Upstream", "BlobStore", "Support",
+                "HTTPServer", "Upstream", "BlobStore", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -94,13 +100,14 @@ let package = Package(
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support"]),
         .testTarget(name: "ThumbdClientTests", dependencies: ["ThumbdClient"]),
+        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support"]),
         .testTarget(
             name: "ThumbdCoreTests",
-            dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Support"]),
+            dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support"]),
         .testTarget(
             name: "ThumbdIntegrationTests",
             dependencies: [
-                "ThumbdCore", "ThumbdTesting", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Support",
+                "ThumbdCore", "ThumbdTesting", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),

@@ -6,15 +6,20 @@ delayed requests at the rate the fan-out scenario needs).
 
     /img/NAME?delay=MS&size=N   an image after MS milliseconds (asyncio.sleep)
     /gate/NAME                  waits until GET /__release/NAME
+    /file/NAME/TAG              the file NAME of $BENCH_FILES (TAG makes distinct URLs)
     /__stats                    {"requests": {path: n}, "answered": {path: monotonic seconds}}
 
 Prints "PORT <n>"; exits when stdin closes.
 """
 import asyncio
 import json
+import os
 import sys
 import time
 from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import realimage  # noqa: E402
 
 REQUESTS, ANSWERED, GATES = {}, {}, {}
 BODIES = {}
@@ -22,8 +27,15 @@ BODIES = {}
 
 def body_of(size):
     if size not in BODIES:
-        BODIES[size] = (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * (size // 256 + 1))[:size]
+        BODIES[size] = realimage.jpeg("bench", size)  # a real JPEG: thumbd checks bodies with libvips
     return BODIES[size]
+
+
+def file_of(name):
+    if name not in BODIES:
+        with open(os.path.join(os.environ["BENCH_FILES"], os.path.basename(name)), "rb") as f:
+            BODIES[name] = f.read()
+    return BODIES[name]
 
 
 def gate(name):
@@ -55,6 +67,9 @@ async def handle(reader, writer):
             elif "delay" in q:
                 await asyncio.sleep(int(q["delay"]) / 1000.0)
             ANSWERED[path] = time.monotonic()  # as the answer starts, so nothing of ours precedes it
+            if path.startswith("/file/"):  # /file/NAME/ANYTHING: $BENCH_FILES/NAME (scripts/benchthumbs.py)
+                await respond(writer, 200, file_of(path.split("/")[2]), b"image/jpeg")
+                continue
             await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg")
     except (asyncio.IncompleteReadError, ConnectionError):
         pass

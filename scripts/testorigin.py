@@ -2,8 +2,10 @@
 """A local origin for thumbd's tests and bench. Behaviour is chosen by path (like
 async-http-client's HTTPBin); it counts requests per path and notices clients that hang up.
 
-    /img/NAME.jpg?size=N&delay=MS&cc=CACHE-CONTROL   deterministic JPEG-like bytes
-    /png/NAME.png?size=N                             PNG signature + bytes
+    /img/NAME.jpg?size=N&delay=MS&cc=CACHE-CONTROL   a real 8x8 JPEG padded to N bytes (distinct per NAME)
+    /png/NAME.png?size=N                             a real 8x8 PNG padded to N bytes
+    /garbage.png                                     a PNG signature followed by noise
+    /file/NAME                                       what the test stored with PUT /__put/NAME
     /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML
@@ -28,6 +30,11 @@ import struct
 import threading
 import time
 import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import realimage  # noqa: E402
+
+FILES = {}  # PUT /__put/NAME stores a body; GET /file/NAME serves it
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -50,13 +57,13 @@ def gate(name):
 
 
 def image_bytes(name, size, kind="jpeg"):
-    header = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" if kind == "jpeg" else b"\x89PNG\r\n\x1a\n"
-    out = bytearray(header)
-    seed = name.encode()
-    while len(out) < size:
-        seed = hashlib.sha256(seed).digest()
-        out += seed
-    return bytes(out[:max(size, len(header))])
+    """A real image (8x8) of about `size` bytes, distinct per name (realimage.py)."""
+    return realimage.jpeg(name, size) if kind == "jpeg" else realimage.png(name, size)
+
+
+def garbage_png(size=4096):
+    """A PNG signature followed by noise: sniffs as PNG, is not an image."""
+    return b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"garbage").digest() * (size // 32)
 
 
 def real_png(name, side=96):
@@ -126,6 +133,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.write(b"0\r\n\r\n")
 
+    def do_PUT(self):
+        url = urlsplit(self.path)
+        if not url.path.startswith("/__put/"):
+            return self.send(404, b"no such path\n", "text/plain")
+        length = int(self.headers.get("Content-Length", "0"))
+        with LOCK:
+            FILES[url.path[len("/__put/"):]] = self.rfile.read(length)
+        return self.send(200, b"stored\n", "text/plain")
+
     def do_HEAD(self):
         self.do_GET()
 
@@ -156,6 +172,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, real_png(path), "image/png", extra)
         if path.startswith("/png/"):
             return self.send(200, image_bytes(path, size, "png"), "image/png", extra)
+        if path == "/garbage.png":
+            return self.send(200, garbage_png(), "image/png", extra)
+        if path.startswith("/file/"):
+            with LOCK:
+                body = FILES.get(path[len("/file/"):])
+            if body is None:
+                return self.send(404, b"no such file\n", "text/plain")
+            if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
+                return
+            return self.send(200, body, "application/octet-stream", extra)
         if path.startswith("/status/"):
             code = int(path.split("/")[2])
             return self.send(code, b'{"origin": "says %d"}' % code, "application/json")

@@ -75,7 +75,7 @@ enum Fuzz {
         }
         let request = Request(method: "GET", path: "/thumb", query: query)
         _ = try? ThumbRequest.wantsPlaceholder(request)
-        _ = try? ThumbRequest(request, policy: strict)
+        _ = try? ThumbRequest(request, policy: strict, avif: true)
     }
 
     /// Whatever the lines, what is kept stays within its bounds.

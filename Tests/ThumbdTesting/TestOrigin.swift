@@ -71,4 +71,15 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     package func direct(_ path: String) async throws -> [UInt8] {
         try await request(port, path, headers: ["X-Test-Direct": "1"]).body
     }
+
+    /// Stores `body` at `/file/NAME` on this origin (an image a test made).
+    package func put(_ name: String, _ body: [UInt8]) async throws {
+        let result = try await blocking { [port] in
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            try connection.send("PUT", "/__put/\(name)", headers: ["X-Test-Direct": "1"], body: body)
+            return try connection.read()
+        }
+        guard result.status == 200 else { throw HTTPTestError(description: "PUT \(name): \(result.status)") }
+    }
 }

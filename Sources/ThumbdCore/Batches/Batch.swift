@@ -67,7 +67,8 @@ public final class Batch: Sendable {
     // MARK: Transitions
 
     /// The item now waits on a fetch: remember how to leave it and follow its progress.
-    func attach(_ index: Int, ticket: FetchCoalescer.Ticket, job: FetchJob?) {
+    /// A variant's item has no ticket: its resize goes on for the next asker.
+    func attach(_ index: Int, ticket: FetchCoalescer.Ticket?, job: FetchJob?) {
         let observer = job?.observeProgress { [weak self] progress in self?.progress(index, progress) }
         let orphaned = state.withLock { state -> Bool in
             if state.items[index].isTerminal { return true }  // finished before we got here
@@ -103,12 +104,13 @@ public final class Batch: Sendable {
         wake(woken)
     }
 
-    func succeed(_ index: Int, object: CachedObject, cache: String) {
+    func succeed(_ index: Int, object: CachedObject, cache: String, preview: String? = nil) {
         finish(index, as: .done) { item, elapsed in
             """
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
             "src":\(Self.json(item.src)),"status":200,"bytes":\(object.body.count),\
-            "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)}
+            "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)\
+            \(preview.map { ",\"preview\":\(JSONText.quote($0))" } ?? "")}
             """
         }
     }

@@ -1,7 +1,9 @@
+import BlobStore
 import Foundation
 import Logging
 import Support
 import Synchronization
+import Thumbnailer
 import Upstream
 
 /// Every batch, running or recently finished. Starts each item on the same fetcher and
@@ -11,6 +13,7 @@ final class BatchRegistry: Sendable {
     private let batches = Mutex<[String: Batch]>([:])
     private let configuration: BatchConfiguration
     private let source: ObjectSource
+    private let variants: VariantSource
     private let policy: DestinationPolicy
     private let queue = DispatchQueue(label: "thumbd.batches")
     private let timer: TimerBox
@@ -20,9 +23,10 @@ final class BatchRegistry: Sendable {
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
     private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
 
-    init(configuration: BatchConfiguration, source: ObjectSource, policy: DestinationPolicy) {
+    init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy) {
         self.configuration = configuration
         self.source = source
+        self.variants = variants
         self.policy = policy
         let timer = DispatchSource.makeTimerSource(queue: queue)
         self.timer = TimerBox(timer)
@@ -40,7 +44,15 @@ final class BatchRegistry: Sendable {
         batches.withLock { batches in (batches.values.filter { !$0.isFinished }.count, batches.count) }
     }
 
-    func create(_ request: BatchRequest) throws(ThumbdError) -> Batch {
+    /// `accept` resolves `format=auto` for every item (the POST's Accept).
+    func create(_ request: BatchRequest, accept: String? = nil) throws(ThumbdError) -> Batch {
+        let avif = variants.thumbnailer.canEncodeAVIF
+        if request.thumbnail?.format == .fixed(.avif) && !avif {
+            throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
+        }
+        let variant = request.thumbnail?.resolved(accept: accept, avif: avif)
+        let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
+        let item = Item(variant: variant, query: query, preview: request.preview, priority: request.priority)
         var generator = SystemRandomNumberGenerator()
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
         let batch = Batch(id: id, items: request.items,
@@ -54,8 +66,8 @@ final class BatchRegistry: Sendable {
         guard admitted else {
             throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
-        for (index, item) in request.items.enumerated() {
-            start(batch, index: index, url: item.url, priority: request.priority)
+        for (index, entry) in request.items.enumerated() {
+            start(batch, index: index, url: entry.url, item)
         }
         return batch
     }
@@ -87,7 +99,15 @@ final class BatchRegistry: Sendable {
         delivery.stop()
     }
 
-    private func start(_ batch: Batch, index: Int, url: String, priority: Priority) {
+    /// What every item of a batch asks for.
+    private struct Item {
+        var variant: Variant?
+        var query: String
+        var preview: Bool
+        var priority: Priority
+    }
+
+    private func start(_ batch: Batch, index: Int, url: String, _ item: Item) {
         let destination: DestinationPolicy.Destination
         do {
             destination = try policy.validate(url.isEmpty ? nil : url)
@@ -95,36 +115,63 @@ final class BatchRegistry: Sendable {
             batch.fail(index, error: error)
             return
         }
-        let key = destination.url
-        batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(key))
+        let key = item.variant?.key(of: destination.url) ?? destination.url
+        batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(destination.url) + item.query)
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
             source.store.recordAccess(key)
             source.counters.count("hit")
-            if stored.status == 200 {
-                batch.succeed(index, object: stored, cache: "hit")
+            deliver(.success(stored), item, to: batch, index: index, cache: "hit")
+            return
+        }
+        let count: @Sendable (FlightOutcome, FlightRole) -> Void = { [self, counters = source.counters] outcome, role in
+            counters.count(role == .leader ? "miss" : "coalesced")
+            deliver(outcome, item, to: batch, index: index, cache: role == .leader ? "miss" : "coalesced")
+        }
+        if let variant = item.variant {
+            let joined = variants.make(variant, of: destination, priority: item.priority, waiter: count)
+            if let ready = joined.ready {
+                source.counters.count("coalesced")
+                deliver(ready, item, to: batch, index: index, cache: "coalesced")
             } else {
-                batch.fail(index, error: .upstreamStatus(stored.status))
+                // Progress is the original's download, when one runs.
+                batch.attach(index, ticket: nil, job: source.coalescer.job(for: destination.url))
             }
             return
         }
-        let joined = source.fetch(destination, priority: priority) { [counters = source.counters] outcome, role in
-            counters.count(role == .leader ? "miss" : "coalesced")
-            Self.deliver(outcome, to: batch, index: index, cache: role == .leader ? "miss" : "coalesced")
-        }
+        let joined = source.fetch(destination, priority: item.priority, waiter: count)
         if let ready = joined.ready {
             source.counters.count("coalesced")
-            Self.deliver(ready, to: batch, index: index, cache: "coalesced")
+            deliver(ready, item, to: batch, index: index, cache: "coalesced")
         } else {
             batch.attach(index, ticket: joined.ticket, job: joined.flight)
         }
     }
 
-    private static func deliver(_ outcome: FetchCoalescer.Outcome, to batch: Batch, index: Int, cache: String) {
+    private func deliver(_ outcome: FlightOutcome, _ item: Item, to batch: Batch, index: Int, cache: String) {
         switch outcome {
-        case .success(let object): batch.succeed(index, object: object, cache: cache)
-        case .failure(let error): batch.fail(index, error: error)
+        case .success(let object) where object.status != 200:
+            batch.fail(index, error: .upstreamStatus(object.status))
+        case .success(let object) where item.preview:
+            // A 16-pixel-wide WebP, made on the processing stage (never on a server thread).
+            source.stage.submit { [variants] in
+                batch.succeed(index, object: object, cache: cache, preview: Self.preview(of: object, variants.thumbnailer))
+            }
+        case .success(let object):
+            batch.succeed(index, object: object, cache: cache)
+        case .failure(let error):
+            batch.fail(index, error: error)
         }
     }
+
+    /// A data URI of at most `maxPreviewBytes`, for painting a blurred tile before `src` loads.
+    static func preview(of object: CachedObject, _ thumbnailer: Thumbnailer) -> String? {
+        let spec = ThumbnailSpec(width: 16, height: nil, fit: .inside, format: .webp, quality: 40)
+        guard let tiny = try? thumbnailer.thumbnail(of: object.body, spec) else { return nil }
+        let uri = "data:image/webp;base64," + Data(tiny.body.array).base64EncodedString()
+        return uri.utf8.count <= maxPreviewBytes ? uri : nil
+    }
+
+    static let maxPreviewBytes = 600
 
     /// Forgets finished batches past their retention, then the oldest finished ones past
     /// `maxKept` or `maxKeptBytes`. Runs before each new batch and on every keepalive tick,

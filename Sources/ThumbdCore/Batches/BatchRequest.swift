@@ -9,6 +9,12 @@ import Upstream
 struct BatchRequest {
     var items: [(clientID: String?, url: String)]
     var priority: Priority
+    /// `w`, `h`, `fit`, `gravity`, `format`, `q` for every item (nil: the originals).
+    var thumbnail: ThumbnailParameters?
+    /// The raw parameters, in the order of `ThumbnailParameters.names`, for each item's `src`.
+    var thumbnailQuery: [(String, String)]
+    /// `"preview": true`: each `done` also carries a tiny inline image.
+    var preview: Bool
 
     init(body: Bytes, maxItems: Int) throws(ThumbdError) {
         let decoded: Body
@@ -24,6 +30,9 @@ struct BatchRequest {
             throw .badRequest(.malformedJSON, "the body is not JSON")
         }
         priority = decoded.priority
+        preview = decoded.preview
+        thumbnailQuery = ThumbnailParameters.names.compactMap { name in decoded.parameters[name].map { (name, $0) } }
+        thumbnail = try ThumbnailParameters { decoded.parameters[$0] }
         guard let items = decoded.items else { throw .badRequest(.noItems, "the body needs items (or urls)") }
         guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
         guard items.count <= maxItems else {
@@ -35,13 +44,28 @@ struct BatchRequest {
     private struct Body: Decodable {
         var items: [(clientID: String?, url: String)]?
         var priority = Priority.normal
+        var parameters: [String: String] = [:]
+        var preview = false
 
-        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, format, q }
+        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview }
 
         init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
-            if let name = ThumbRequest.thumbnailParameters.first(where: { Key(rawValue: $0).map(object.contains) ?? false }) {
-                throw ThumbdError.badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
+            // Numbers or strings ("w": 64 or "w": "64"); anything else is a bad parameter.
+            for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
+                if let number = try? object.decode(Int.self, forKey: key) {
+                    parameters[key.rawValue] = String(number)
+                } else if let text = try? object.decode(String.self, forKey: key) {
+                    parameters[key.rawValue] = text
+                } else {
+                    throw ThumbdError.badRequest(.badParameter, "\(key.rawValue) must be a number or a string")
+                }
+            }
+            if object.contains(.preview) {
+                guard let flag = try? object.decode(Bool.self, forKey: .preview) else {
+                    throw ThumbdError.badRequest(.badParameter, "preview must be true or false")
+                }
+                preview = flag
             }
             if object.contains(.priority) {
                 guard let text = try? object.decode(String.self, forKey: .priority), let priority = Priority(parameter: text) else {

@@ -3,7 +3,24 @@ import Dispatch
 import Synchronization
 import Upstream
 
-/// At most one upstream fetch per cache key. The first asker creates the in-flight entry
+/// What a flight runs: an upstream fetch (`FetchJob`) or a resize (`ResizeJob`).
+public protocol CoalescedJob: AnyObject, Sendable {
+    /// A waiter with a higher priority joined.
+    func raisePriority(to priority: Priority)
+}
+
+extension FetchJob: CoalescedJob {}
+
+/// How a waiter came to a flight: it started it (`miss`) or joined it (`coalesced`).
+public enum FlightRole: Sendable { case leader, follower }
+
+/// What every waiter of a flight gets.
+public typealias FlightOutcome = Result<CachedObject, ThumbdError>
+
+/// One upstream fetch per cache key.
+public typealias FetchCoalescer = Coalescer<FetchJob>
+
+/// At most one flight per cache key: one upstream fetch, or one resize. The first asker creates the in-flight entry
 /// (`leader`: its response says `miss`); later askers join its waiting list (`follower`:
 /// `coalesced`). All get the same outcome. Waiters are picked under the lock and called
 /// after it is released (Varnish's two-phase rush), so a waiter can never deadlock the map.
@@ -12,11 +29,10 @@ import Upstream
 /// answered at once, and askers arriving before `release` get the outcome without waiting
 /// (`Joined.ready`). That lets the store commit happen off the clients' critical path
 /// without opening a window for a second fetch.
-public final class FetchCoalescer: Sendable {
-    public typealias Outcome = Result<CachedObject, ThumbdError>
+public final class Coalescer<Job: CoalescedJob>: Sendable {
+    public typealias Outcome = FlightOutcome
+    public typealias Role = FlightRole
     public typealias Waiter = @Sendable (Outcome, Role) -> Void
-
-    public enum Role: Sendable { case leader, follower }
 
     /// Identifies one waiter, to leave the waiting list.
     public struct Ticket: Sendable, Hashable {
@@ -28,15 +44,15 @@ public final class FetchCoalescer: Sendable {
         public let ticket: Ticket
         public let role: Role
         /// Set for the leader only: the job it must submit.
-        public let job: FetchJob?
+        public let job: Job?
         /// Set when the flight had already finished: answer with this, do not wait.
         public let ready: Outcome?
         /// The job the flight runs (for progress), unless it had finished.
-        public let flight: FetchJob?
+        public let flight: Job?
     }
 
     private struct Flight {
-        let job: FetchJob
+        let job: Job
         let leader: UInt64
         var waiters: [UInt64: Waiter] = [:]
         var outcome: Outcome?
@@ -66,7 +82,7 @@ public final class FetchCoalescer: Sendable {
 
     /// Joins the fetch for `key`, creating it with `makeJob` when none is in flight.
     public func join(key: String, priority: Priority, waiter: @escaping Waiter,
-                     makeJob: () -> FetchJob) -> Joined {
+                     makeJob: () -> Job) -> Joined {
         state.withLock { state in
             state.nextToken += 1
             let token = state.nextToken
@@ -88,8 +104,8 @@ public final class FetchCoalescer: Sendable {
 
     /// Removes a waiter that no longer wants the result (its client went away). Returns the
     /// job to cancel when that was the last waiter and abandoned fetches are aborted.
-    public func leave(_ ticket: Ticket) -> FetchJob? {
-        state.withLock { state -> FetchJob? in
+    public func leave(_ ticket: Ticket) -> Job? {
+        state.withLock { state -> Job? in
             guard var flight = state.flights[ticket.key], flight.outcome == nil,
                   flight.waiters.removeValue(forKey: ticket.token) != nil
             else { return nil }
@@ -105,7 +121,7 @@ public final class FetchCoalescer: Sendable {
     /// Delivers `outcome` to every waiter of the flight that `job` runs. A job whose flight
     /// was already abandoned (or replaced) delivers nothing. With `keep`, the flight stays,
     /// answering newcomers at once, until `release`.
-    public func complete(key: String, job: FetchJob, with outcome: Outcome, keep: Bool = false) {
+    public func complete(key: String, job: Job, with outcome: Outcome, keep: Bool = false) {
         let waiters = state.withLock { state -> [(Waiter, Role)] in
             guard var flight = state.flights[key], flight.job === job, flight.outcome == nil else { return [] }
             let waiting = flight.waiters.map { token, waiter in (waiter, token == flight.leader ? Role.leader : .follower) }
@@ -122,14 +138,14 @@ public final class FetchCoalescer: Sendable {
     }
 
     /// Ends a flight kept by `complete(…, keep: true)`.
-    public func release(key: String, job: FetchJob) {
+    public func release(key: String, job: Job) {
         state.withLock { state in
             if let flight = state.flights[key], flight.job === job { state.remove(key) }
         }
     }
 
     /// The job in flight for `key`, if any.
-    public func job(for key: String) -> FetchJob? {
+    public func job(for key: String) -> Job? {
         state.withLock { $0.flights[key]?.job }
     }
 

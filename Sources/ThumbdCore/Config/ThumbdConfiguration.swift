@@ -10,6 +10,7 @@ public struct ThumbdConfiguration: Sendable {
     public var store = StoreConfiguration()
     public var upstream = UpstreamConfiguration()
     public var batches = BatchConfiguration()
+    public var thumbnails = ThumbnailConfiguration()
 
     public init() {}
 
@@ -18,6 +19,7 @@ public struct ThumbdConfiguration: Sendable {
         store = try StoreConfiguration(reader: reader)
         upstream = try UpstreamConfiguration(reader: reader)
         batches = try BatchConfiguration(reader: reader)
+        thumbnails = try ThumbnailConfiguration(reader: reader)
     }
 
     /// Loads the file (if any), the environment and the flag overrides, in that order of

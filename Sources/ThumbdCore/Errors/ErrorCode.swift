@@ -7,7 +7,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case credentialsInURL = "credentials_in_url"  // 400: user or password in the URL
     case urlTooLong = "url_too_long"  // 400: longer than 4096 bytes
     case badParameter = "bad_parameter"  // 400: a parameter's value is wrong
-    case unsupportedParameter = "unsupported_parameter"  // 400: resizing parameters, until libvips lands
+    case outputTooLarge = "output_too_large"  // 400: w × h over thumbnails.maxOutputPixels
     case malformedJSON = "malformed_json"  // 400: a batch body that is not a JSON object
     case noItems = "no_items"  // 400: a batch without items
     case badFraming = "bad_framing"  // 400: ambiguous request framing (RFC 9112 6.3)
@@ -28,8 +28,10 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case notAnImage = "not_an_image"  // 415: the origin's bytes are not an image
     case unsupportedMediaType = "unsupported_media_type"  // 415: POST /batches without application/json
     case misdirectedRequest = "misdirected_request"  // 421: a Host thumbd is not reached by (DNS rebinding)
+    case imageTooLarge = "image_too_large"  // 422: the source has more pixels than thumbnails.maxSourcePixels
     case cancelled = "cancelled"  // 499: nobody waits any more (internal: never sent)
     case internalError = "internal"  // 500: a bug: the server lost track of a response
+    case thumbnailFailed = "thumbnail_failed"  // 500: libvips could not encode the thumbnail
     case listenFailed = "listen_failed"  // 500: the listen address cannot be bound (start-up)
     case upstreamStatus = "upstream_status"  // 502: the origin answered another status
     case upstreamUnreachable = "upstream_unreachable"  // 502: no connection to the origin
@@ -47,11 +49,12 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case storeUnavailable = "store_unavailable"  // 503: the cache cannot be written (a full disk)
     case shuttingDown = "shutting_down"  // 503: the daemon is stopping
     case unhealthy = "unhealthy"  // 503: the cache database cannot be read
+    case resizeTimeout = "resize_timeout"  // 503: one resize ran past thumbnails.timeLimitSeconds
     case upstreamTimeout = "upstream_timeout"  // 504: connect, total or low-speed timeout
 
     public var status: Int {
         switch self {
-        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .unsupportedParameter, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
+        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
         case .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405
@@ -61,10 +64,11 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
         case .tooManyParameters: 414
         case .notAnImage, .unsupportedMediaType: 415
         case .misdirectedRequest: 421
+        case .imageTooLarge: 422
         case .cancelled: 499
-        case .internalError, .listenFailed: 500
+        case .internalError, .listenFailed, .thumbnailFailed: 500
         case .upstreamStatus, .upstreamUnreachable, .upstreamUnresolvable, .upstreamTruncated, .upstreamTooLarge, .upstreamBadFraming, .upstreamBadResponse, .tooManyRedirects, .badRedirect, .upstreamFailed: 502
-        case .queueFull, .tooManyBatches, .tooManyConnections, .storeUnavailable, .shuttingDown, .unhealthy: 503
+        case .queueFull, .tooManyBatches, .tooManyConnections, .storeUnavailable, .shuttingDown, .unhealthy, .resizeTimeout: 503
         case .upstreamTimeout: 504
         }
     }

@@ -1,4 +1,5 @@
 import HTTPServer
+import Thumbnailer
 import Upstream
 
 /// The one table from the lower layers' errors to the contract's codes. The layers say what
@@ -39,6 +40,18 @@ extension ThumbdError {
         case .missingHost: self.init(.missingHost, "an HTTP/1.1 request needs a Host header")
         case .bodyTooLarge(let limit): self.init(.bodyTooLarge, "the request body is larger than \(limit) bytes")
         case .noResponse: self.init(.internalError, "no response")
+        }
+    }
+
+    public init(_ error: ThumbnailerError) {
+        switch error {
+        case .notAnImage: self = .notAnImage
+        case .tooManyPixels(let width, let height, let limit):
+            self.init(.imageTooLarge, "the image is \(width)×\(height) pixels; thumbnails are made of at most \(limit)")
+        case .outputTooLarge(let width, let height, let limit):
+            self.init(.outputTooLarge, "a \(width)×\(height) thumbnail is more than \(limit) pixels")
+        case .timedOut(let limit): self.init(.resizeTimeout, "the resize took longer than \(limit)")
+        case .failed: self.init(.thumbnailFailed, "the thumbnail could not be encoded")
         }
     }
 

@@ -35,6 +35,7 @@ enum GridPage {
   .tile { background:var(--card); border:1px solid var(--line); border-radius:10px; overflow:hidden; display:flex; flex-direction:column; }
   .frame { aspect-ratio:1; display:flex; align-items:center; justify-content:center; background:#f0f2f5; position:relative; }
   .frame img { width:100%; height:100%; object-fit:cover; display:block; }
+  .frame img.preview { filter:blur(6px); transform:scale(1.08); }
   .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; animation:spin .8s linear infinite; }
   @keyframes spin { to { transform:rotate(360deg); } }
   .pct { position:absolute; bottom:6px; right:8px; font-size:11px; color:var(--muted); }
@@ -97,10 +98,17 @@ enum GridPage {
     grid.innerHTML = ""; bar.classList.remove("done");
     totals = { total: urls.length, done: 0, failed: 0, cancelled: 0, bytes: 0, ended: false };
     $("fetch").disabled = true; render();
+    // Tiles are asked for at their displayed size × devicePixelRatio, in the best format
+    // this browser takes, with a tiny preview to paint at once.
+    const probe = tile({ url: "" });
+    const side = Math.round(probe.querySelector(".frame").clientWidth * (window.devicePixelRatio || 1)) || 256;
+    probe.remove();
     let response;
     try {
-      response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json" },
-                                           body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })) }) });
+      response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json",
+                                                                        "Accept": "image/avif,image/webp,*/*" },
+                                           body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })),
+                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true }) });
     } catch (e) { status.textContent = "thumbd is not reachable."; finish(false); return; }
     const body = await response.json();
     if (!response.ok) { status.textContent = `Refused: ${body.message || body.error}`; finish(false); return; }
@@ -117,10 +125,17 @@ enum GridPage {
       const d = JSON.parse(e.data), el = tiles[d.index], frame = el.querySelector(".frame");
       const img = new Image();
       img.alt = d.url; img.decoding = "async";
-      img.onload = () => { el.dataset.loaded = "1"; };
+      if (d.preview) {  // blurred at once; the real tile replaces it when it has loaded
+        const preview = new Image();
+        preview.className = "preview"; preview.alt = ""; preview.src = d.preview;
+        frame.replaceChildren(preview);
+        img.onload = () => { frame.replaceChildren(img); el.dataset.loaded = "1"; };
+      } else {
+        img.onload = () => { el.dataset.loaded = "1"; };
+        frame.replaceChildren(img);
+      }
       img.onerror = () => { el.dataset.loaded = "0"; };
       img.src = d.src;
-      frame.replaceChildren(img);
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
     });

@@ -7,6 +7,7 @@ import HTTPServer
 /// rest of thumbd they listen on loopback (and answer only its names, RequestGuard).
 struct AdminHandler: Sendable {
     let source: ObjectSource
+    let variants: VariantSource
     let policy: DestinationPolicy
     let maxBytes: Int64
     let status: @Sendable () -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int)
@@ -22,7 +23,7 @@ struct AdminHandler: Sendable {
                 hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
                 coalesced: counters.coalesced.load(ordering: .relaxed), stale: counters.stale.load(ordering: .relaxed),
                 hitRatio: counters.hitRatio, fetchesInFlight: now.fetches, waitingRequests: now.waiting,
-                openEventStreams: now.streams, runningBatches: now.running, keptBatches: now.kept,
+                openEventStreams: now.streams, runningBatches: now.running, keptBatches: now.kept, thumbnails: variants.resizes,
                 storeWritable: source.store.writeHealth == nil)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys

@@ -15,6 +15,8 @@ public struct DaemonStats: Codable, Sendable, Equatable {
     public var openEventStreams: Int
     public var runningBatches: Int
     public var keptBatches: Int
+    /// Thumbnails made (one per variant however many asked), failed ones included.
+    public var thumbnails: Int
     /// False while cache writes fail (a full disk); see /healthz.
     public var storeWritable: Bool
 }

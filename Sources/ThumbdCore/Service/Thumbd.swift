@@ -3,6 +3,7 @@ import Foundation
 import HTTPServer
 import Logging
 import ServiceLifecycle
+import Thumbnailer
 import Synchronization
 import Upstream
 
@@ -79,14 +80,23 @@ public final class Thumbd: Service, Sendable {
         let loop = TransferLoop(configuration: configuration.upstream.transferLoop(policy: policy), logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
-        let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage,
+        let thumbnailer: Thumbnailer
+        do {
+            thumbnailer = try Thumbnailer(configuration: configuration.thumbnails.thumbnailer)
+        } catch {
+            loop.shutdown()
+            store.close()
+            throw ThumbdError(error)
+        }
+        let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, logger: logger)
-        let batches = BatchRegistry(configuration: configuration.batches, source: source, policy: policy)
+        let variants = VariantSource(source: source, thumbnailer: thumbnailer, logger: logger)
+        let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy)
         let status = StatusBox()
-        let admin = AdminHandler(source: source, policy: policy, maxBytes: configuration.store.maxBytes) {
+        let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
         }
-        let router = Router(thumb: ThumbHandler(source: source, policy: policy),
+        let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
                             admin: admin, health: {
             do {
@@ -120,7 +130,7 @@ public final class Thumbd: Service, Sendable {
         }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
-            "store.path": "\(configuration.store.path)",
+            "store.path": "\(configuration.store.path)", "thumbnails.avif": "\(thumbnailer.canEncodeAVIF)",
         ])
     }
 

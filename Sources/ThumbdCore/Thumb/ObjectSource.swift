@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Logging
 import Support
+import Thumbnailer
 import Upstream
 
 /// Where a cached object comes from: the store, or one upstream fetch per key however many
@@ -14,14 +15,16 @@ final class ObjectSource: Sendable {
     let coalescer: FetchCoalescer
     let loop: TransferLoop
     let stage: ProcessingStage
+    let thumbnailer: Thumbnailer
     let counters = CacheCounters()
     private let configuration: ThumbdConfiguration
     private let logger: Logger
     private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
 
     init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop, stage: ProcessingStage,
-         configuration: ThumbdConfiguration, logger: Logger) {
+         thumbnailer: Thumbnailer, configuration: ThumbdConfiguration, logger: Logger) {
         self.stage = stage
+        self.thumbnailer = thumbnailer
         self.store = store
         self.coalescer = coalescer
         self.loop = loop
@@ -74,6 +77,8 @@ final class ObjectSource: Sendable {
             // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
             let head = response.body.withUnsafeBytes { Array($0.prefix(64)) }
             guard let type = ImageSniffer.contentType(of: head) else { return .failure(.notAnImage) }
+            // Then libvips reads the header: a known signature followed by garbage is not an image.
+            guard (try? thumbnailer.header(of: response.body)) != nil else { return .failure(.notAnImage) }
             return .success((response, type))
         }
         switch checked {

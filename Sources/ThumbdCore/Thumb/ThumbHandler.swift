@@ -7,6 +7,7 @@ import Upstream
 /// start the one fetch for this key → answer every waiter from its outcome.
 struct ThumbHandler: Sendable {
     let source: ObjectSource
+    let variants: VariantSource
     let policy: DestinationPolicy
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
@@ -18,9 +19,12 @@ struct ThumbHandler: Sendable {
         }
         let thumb: ThumbRequest
         do {
-            thumb = try ThumbRequest(request, policy: policy)
+            thumb = try ThumbRequest(request, policy: policy, avif: variants.thumbnailer.canEncodeAVIF)
         } catch {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
+        }
+        if let variant = thumb.variant {
+            return handle(variant, of: thumb, placeholder: placeholder, context: context)
         }
         let key = thumb.destination.url
         let stored = source.cached(key)
@@ -48,20 +52,46 @@ struct ThumbHandler: Sendable {
         return .suspend
     }
 
+    /// A thumbnail: the stored variant, or one resize however many ask (its original
+    /// fetched once, or taken from the cache without touching the network).
+    private func handle(_ variant: Variant, of thumb: ThumbRequest, placeholder: Bool, context: RequestContext) -> HandlerResult {
+        let key = variant.key(of: thumb.destination.url)
+        let vary = variant.varyOnAccept
+        let stored = source.cached(key)
+        let now = ObjectSource.now()
+        if let stored, stored.isFresh(at: now) {
+            source.store.recordAccess(key)
+            source.counters.count("hit")
+            return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now, vary: vary))
+        }
+        let stale = stored?.status == 200 ? stored : nil
+        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority) {
+            [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
+            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
+                                        counters: counters, vary: vary))
+        }
+        if let ready = joined.ready {
+            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
+                                         placeholder: placeholder, counters: source.counters, vary: vary))
+        }
+        context.onClientGone { [variants] in _ = variants.flights.leave(joined.ticket) }
+        return .suspend
+    }
+
     /// The response for one waiter, from the outcome every waiter of the flight shares.
-    private static func answer(_ outcome: FetchCoalescer.Outcome, role: FetchCoalescer.Role, stale: CachedObject?,
-                               ifNoneMatch: String?, placeholder: Bool, counters: CacheCounters) -> Response {
+    private static func answer(_ outcome: FlightOutcome, role: FlightRole, stale: CachedObject?,
+                               ifNoneMatch: String?, placeholder: Bool, counters: CacheCounters, vary: Bool = false) -> Response {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
             counters.count(role == .leader ? "miss" : "coalesced")
-            return image(object, cache: role == .leader ? "miss" : "coalesced", ifNoneMatch: ifNoneMatch, now: now)
+            return image(object, cache: role == .leader ? "miss" : "coalesced", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
         case .failure(let error):
             // Upstream is failing but we still hold the old copy: stale beats an error
             // (not for 404/410, where the origin told us the image is gone).
             if let stale, error.status >= 500 {
                 counters.count("stale")
-                var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now)
+                var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
                 response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
                 return response
             }
@@ -70,12 +100,14 @@ struct ThumbHandler: Sendable {
         }
     }
 
-    static func image(_ object: CachedObject, cache: String, ifNoneMatch: String?, now: Int64) -> Response {
+    static func image(_ object: CachedObject, cache: String, ifNoneMatch: String?, now: Int64, vary: Bool = false) -> Response {
         var headers: [(String, String)] = [
             ("ETag", object.etag),
             ("Cache-Control", "public, max-age=\(object.remainingSeconds(at: now))"),
             ("X-Thumbd-Cache", cache),
         ]
+        // format=auto: the answer depends on Accept, and caches in front must know it.
+        if vary { headers.append(("Vary", "Accept")) }
         // Bounded again here for objects stored before origin headers were validated.
         if let lastModified = object.lastModified, lastModified.utf8.count <= OriginHeaders.maxDateBytes {
             headers.append(("Last-Modified", lastModified))

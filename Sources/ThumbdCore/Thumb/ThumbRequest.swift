@@ -7,6 +7,8 @@ struct ThumbRequest: Sendable {
     var destination: DestinationPolicy.Destination
     var priority: Priority
     var ifNoneMatch: String?
+    /// The thumbnail asked for (`auto` resolved from `Accept`), or nil for the original.
+    var variant: Variant?
 
     /// Reads `fallback` alone, so that even a bad request can answer with a placeholder.
     static func wantsPlaceholder(_ request: Request) throws(ThumbdError) -> Bool {
@@ -17,13 +19,12 @@ struct ThumbRequest: Sendable {
         }
     }
 
-    /// Resizing arrives with libvips; until then these are refused rather than ignored, so a
-    /// client never gets a full-size original where it asked for a 64-pixel thumbnail.
-    static let thumbnailParameters = ["w", "h", "fit", "format", "q"]
-
-    init(_ request: Request, policy: DestinationPolicy) throws(ThumbdError) {
-        if let name = Self.thumbnailParameters.first(where: { request.query[$0] != nil }) {
-            throw .badRequest(.unsupportedParameter, "\(name): resizing (w, h, fit, format, q) is not available yet")
+    init(_ request: Request, policy: DestinationPolicy, avif: Bool) throws(ThumbdError) {
+        if let parameters = try ThumbnailParameters({ request.query[$0] }) {
+            if parameters.format == .fixed(.avif) && !avif {
+                throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
+            }
+            variant = parameters.resolved(accept: request.headers["accept"], avif: avif)
         }
         if let text = request.query["priority"] {
             guard let priority = Priority(parameter: text) else {

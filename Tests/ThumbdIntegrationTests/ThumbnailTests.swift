@@ -1,0 +1,160 @@
+import Foundation
+import Support
+import Testing
+import ThumbdClient
+import ThumbdTesting
+import Thumbnailer
+
+/// Thumbnails through the real daemon, from images the test draws with libvips and serves
+/// from the real origin.
+@Suite("GET /thumb with w, h, fit, format")
+struct ThumbnailTests {
+    static let thumbnailer = try! Thumbnailer()
+
+    static func header(_ result: HTTPResult) throws -> ImageHeader {
+        try thumbnailer.header(of: Bytes(result.body))
+    }
+
+    @Test("sizes and formats through the daemon; Content-Type from what was encoded; the original fetched once")
+    func variants() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("photo.jpg", Self.thumbnailer.testImage(width: 1200, height: 800).array)
+            let cases: [(String, Int, Int, String)] = [
+                ("&w=256&h=256&fit=cover", 256, 256, "image/jpeg"),
+                ("&w=256&h=256&fit=contain&format=png", 256, 256, "image/png"),
+                ("&w=256&h=128&fit=fill&format=webp", 256, 128, "image/webp"),
+                ("&w=256&h=256&fit=inside", 256, 171, "image/jpeg"),
+                ("&w=300", 300, 200, "image/jpeg"),
+                ("&h=100&q=50", 150, 100, "image/jpeg"),
+            ]
+            for (extra, width, height, type) in cases {
+                let result = try await request(daemon.port, origin.thumb("/file/photo.jpg", extra))
+                #expect(result.status == 200, "\(extra): \(result.text.prefix(200))")
+                #expect(result[header: "Content-Type"] == type, "\(extra)")
+                let header = try Self.header(result)
+                #expect((header.width, header.height) == (width, height), "\(extra)")
+                #expect(result[header: "X-Thumbd-Cache"] == "miss")
+                let again = try await request(daemon.port, origin.thumb("/file/photo.jpg", extra))
+                #expect(again[header: "X-Thumbd-Cache"] == "hit")
+                #expect(again.body == result.body && again[header: "ETag"] == result[header: "ETag"])
+            }
+            #expect(try await origin.requests("/file/photo.jpg") == 1)  // every variant from the one original
+        }
+    }
+
+    @Test("format=auto follows Accept (AVIF > WebP > JPEG, PNG for alpha) and says Vary: Accept")
+    func negotiation() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("opaque.jpg", Self.thumbnailer.testImage(width: 400, height: 300).array)
+            try await origin.put("alpha.png", Self.thumbnailer.testImage(width: 400, height: 300, alpha: true, format: .png).array)
+            let avif = Self.thumbnailer.canEncodeAVIF
+            let cases: [(String, String, String)] = [
+                ("opaque.jpg", "image/avif,image/webp,*/*", avif ? "image/avif" : "image/webp"),
+                ("opaque.jpg", "image/webp,*/*", "image/webp"),
+                ("opaque.jpg", "image/avif;q=0,image/webp", "image/webp"),
+                ("opaque.jpg", "*/*", "image/jpeg"),
+                ("alpha.png", "*/*", "image/png"),
+                ("alpha.png", "image/webp", "image/webp"),
+            ]
+            for (name, accept, type) in cases {
+                let result = try await request(daemon.port, origin.thumb("/file/\(name)", "&w=64&format=auto"), headers: ["Accept": accept])
+                #expect(result.status == 200)
+                #expect(result[header: "Content-Type"] == type, "\(name) with \(accept)")
+                #expect(result[header: "Vary"] == "Accept")
+            }
+            let fixed = try await request(daemon.port, origin.thumb("/file/opaque.jpg", "&w=64&format=webp"))
+            #expect(fixed[header: "Vary"] == nil)
+        }
+    }
+
+    @Test("100 concurrent requests for one missing variant: one origin fetch, one resize")
+    func oneResize() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("shared.jpg", Self.thumbnailer.testImage(width: 2000, height: 1500).array)
+            let target = origin.thumb("/file/shared.jpg?delay=300", "&w=128&h=128")
+            let results = try await withThrowingTaskGroup(of: HTTPResult.self) { group in
+                for _ in 0..<100 { group.addTask { try await request(daemon.port, target) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.allSatisfy { $0.status == 200 })
+            #expect(Set(results.map(\.body)).count == 1)
+            #expect(try await origin.requests("/file/shared.jpg") == 1)
+            let stats = try JSONDecoder().decode(StatsView.self, from: Data(try await request(daemon.port, "/stats").body))
+            #expect(stats.thumbnails == 1)
+            // A variant of a cached original never touches the network.
+            let other = try await request(daemon.port, origin.thumb("/file/shared.jpg?delay=300", "&w=64"))
+            #expect(other.status == 200)
+            #expect(try await origin.requests("/file/shared.jpg") == 1)
+        }
+    }
+
+    @Test("refusals: not an image (415), a pixel bomb (422), bad parameters (400)")
+    func refusals() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let garbage = try await request(daemon.port, origin.thumb("/garbage.png"))
+            #expect(garbage.status == 415 && garbage.errorCode == "not_an_image")
+            let garbageResized = try await request(daemon.port, origin.thumb("/garbage.png", "&w=64"))
+            #expect(garbageResized.status == 415)
+            let photo = try Self.thumbnailer.testImage(width: 800, height: 600).array
+            try await origin.put("cut.jpg", Array(photo.prefix(photo.count / 2)))
+            let truncated = try await request(daemon.port, origin.thumb("/file/cut.jpg", "&w=64"))
+            #expect(truncated.status == 415, "\(truncated.text)")
+            try await origin.put("bomb.png", Self.bomb.array)
+            let bomb = try await request(daemon.port, origin.thumb("/file/bomb.png", "&w=64"))
+            #expect(bomb.status == 422 && bomb.errorCode == "image_too_large", "\(bomb.text)")
+            for extra in ["&w=0", "&w=abc", "&h=99999", "&fit=stretch", "&format=gif", "&q=101", "&gravity=north"] {
+                let bad = try await request(daemon.port, origin.thumb("/file/cut.jpg", extra))
+                #expect(bad.status == 400 && bad.errorCode == "bad_parameter", "\(extra)")
+            }
+            #expect(try await request(daemon.port, "/healthz").status == 200)
+        }
+    }
+
+    @Test("a batch with w and preview: done.src is the variant, which is then a hit; previews are tiny data URIs")
+    func batch() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("b1.jpg", Self.thumbnailer.testImage(width: 1000, height: 700).array)
+            try await origin.put("b2.jpg", Self.thumbnailer.testImage(width: 700, height: 1000).array)
+            let body = "{\"urls\":[\"\(origin.url("/file/b1.jpg"))\",\"\(origin.url("/file/b2.jpg"))\"],\"w\":120,\"h\":120,\"preview\":true}"
+            let created = try await request(daemon.port, "/batches", method: "POST", headers: json, body: body)
+            #expect(created.status == 201)
+            let events = try #require(created.json["events"] as? String)
+            let client = try await blocking { try EventStreamClient(port: daemon.port, path: events) }
+            try await blocking { try client.read(seconds: 20) }
+            let done = client.parser.events.filter { $0.type == "done" }
+            #expect(done.count == 2)
+            for event in done {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+                let src = try #require(object["src"] as? String)
+                #expect(src.contains("&w=120&h=120"))
+                let preview = try #require(object["preview"] as? String)
+                #expect(preview.hasPrefix("data:image/webp;base64,") && preview.utf8.count <= 600)
+                let tile = try await request(daemon.port, src)
+                #expect(tile[header: "X-Thumbd-Cache"] == "hit")
+                #expect(try (Self.header(tile).width, Self.header(tile).height) == (120, 120))
+            }
+        }
+    }
+
+    struct StatsView: Decodable { var thumbnails: Int }
+
+    /// A PNG header claiming 30000×30000 pixels (900 megapixels).
+    static let bomb: Bytes = {
+        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+        func crc32(_ bytes: [UInt8]) -> UInt32 {
+            var crc: UInt32 = 0xFFFF_FFFF
+            for byte in bytes {
+                crc ^= UInt32(byte)
+                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+            }
+            return ~crc
+        }
+        func chunk(_ kind: String, _ data: [UInt8]) -> [UInt8] {
+            let body = Array(kind.utf8) + data
+            return be(UInt32(data.count)) + body + be(crc32(body))
+        }
+        let ihdr = be(30_000) + be(30_000) + [8, 2, 0, 0, 0]
+        let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
+        return Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", []))
+    }()
+}

@@ -1,0 +1,176 @@
+import Foundation
+import Support
+import Testing
+import Thumbnailer
+
+/// The libvips wrapper on images it draws itself: sizes, formats, orientation, alpha, and
+/// the refusals (not an image, too many pixels, truncated).
+@Suite("Thumbnailer")
+struct ThumbnailerTests {
+    static let thumbnailer = try! Thumbnailer()
+
+    static func photo(_ width: Int, _ height: Int, alpha: Bool = false, format: ImageFormat = .jpeg,
+                      orientation: Int = 1) throws -> Bytes {
+        try thumbnailer.testImage(width: width, height: height, alpha: alpha, format: format, orientation: orientation)
+    }
+
+    /// (fit, the 1200×800 source into 256×256) → the size every format must give.
+    static let expected: [(Fit, Int, Int)] = [(.cover, 256, 256), (.contain, 256, 256), (.fill, 256, 256), (.inside, 256, 171)]
+
+    @Test("every fit × format gives the expected size, and the format asked for", arguments: ImageFormat.allCases)
+    func fitsAndFormats(_ format: ImageFormat) throws {
+        if format == .avif && !Self.thumbnailer.canEncodeAVIF { return }
+        let source = try Self.photo(1200, 800)
+        for (fit, width, height) in Self.expected {
+            let made = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 256, height: 256, fit: fit, format: format, quality: 80))
+            #expect((made.width, made.height) == (width, height), "\(fit) \(format)")
+            let header = try Self.thumbnailer.header(of: made.body)
+            #expect((header.width, header.height) == (width, height))
+            #expect(header.format == format, "\(header.loader)")
+            #expect(made.format == format)
+        }
+    }
+
+    @Test("one side keeps the aspect ratio; inside never enlarges")
+    func aspect() throws {
+        let source = try Self.photo(1200, 800)
+        let wide = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 300, height: nil, format: .jpeg, quality: 80))
+        #expect((wide.width, wide.height) == (300, 200))
+        let tall = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: nil, height: 100, format: .jpeg, quality: 80))
+        #expect((tall.width, tall.height) == (150, 100))
+        let small = try Self.photo(100, 50)
+        let inside = try Self.thumbnailer.thumbnail(of: small, ThumbnailSpec(width: 400, height: 400, fit: .inside, format: .png, quality: 80))
+        #expect((inside.width, inside.height) == (100, 50))
+        let oneSide = try Self.thumbnailer.thumbnail(of: small, ThumbnailSpec(width: 400, height: nil, format: .png, quality: 80))
+        #expect((oneSide.width, oneSide.height) == (100, 50))
+    }
+
+    @Test("EXIF orientation is applied (6: rotated 90°), and the metadata is stripped")
+    func orientation() throws {
+        let source = try Self.photo(400, 200, orientation: 6)
+        #expect(try Self.thumbnailer.header(of: source).width == 400)
+        let made = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 100, height: nil, format: .jpeg, quality: 80))
+        #expect((made.width, made.height) == (100, 200))  // upright: portrait
+        #expect(made.body.count < 20_000)
+        #expect(!made.body.array.starts(with: [0xFF, 0xD8, 0xFF, 0xE1]))  // no EXIF segment first
+    }
+
+    @Test("alpha: kept in PNG and WebP, padded transparent by contain; flattened for JPEG")
+    func alpha() throws {
+        let source = try Self.photo(300, 100, alpha: true, format: .png)
+        #expect(try Self.thumbnailer.header(of: source).hasAlpha)
+        for format in [ImageFormat.png, .webp] {
+            let made = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 90, height: 90, fit: .contain, format: format, quality: 80))
+            let header = try Self.thumbnailer.header(of: made.body)
+            #expect(header.hasAlpha && header.width == 90 && header.height == 90)
+        }
+        let jpeg = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 90, height: 90, fit: .contain, format: .jpeg, quality: 80))
+        #expect(try !Self.thumbnailer.header(of: jpeg.body).hasAlpha)
+        let opaque = try Self.thumbnailer.thumbnail(of: try Self.photo(300, 100), ThumbnailSpec(width: 90, height: 90, fit: .contain, format: .png, quality: 80))
+        #expect(try Self.thumbnailer.header(of: opaque.body).hasAlpha)  // transparent padding added
+    }
+
+    @Test("a pixel bomb is refused from its header, without decoding")
+    func pixelBomb() throws {
+        let bomb = Self.pngHeaderOnly(width: 30_000, height: 30_000)
+        let started = ContinuousClock.now
+        #expect(throws: ThumbnailerError.tooManyPixels(width: 30_000, height: 30_000, limit: 50_000_000)) {
+            try Self.thumbnailer.thumbnail(of: bomb, ThumbnailSpec(width: 64, height: 64, format: .jpeg, quality: 80))
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))  // 900 megapixels were not decoded
+    }
+
+    @Test("not images: garbage behind a PNG signature, a truncated JPEG, HTML")
+    func notImages() throws {
+        let garbage = Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0x41, count: 500))
+        #expect(throws: (any Error).self) { try Self.thumbnailer.header(of: garbage) }
+        #expect(throws: (any Error).self) { try Self.thumbnailer.header(of: Bytes(Array("<html>hi</html>".utf8))) }
+        let whole = try Self.photo(800, 600)
+        let truncated = Bytes(Array(whole.array.prefix(whole.count / 2)))
+        #expect(throws: (any Error).self) {
+            try Self.thumbnailer.thumbnail(of: truncated, ThumbnailSpec(width: 64, height: 64, format: .jpeg, quality: 80))
+        }
+    }
+
+    @Test("an animated GIF: its frames are counted, and the thumbnail is its first frame")
+    func animatedGIF() throws {
+        let gif = Bytes(Self.twoFrameGIF)
+        let header = try Self.thumbnailer.header(of: gif)
+        #expect(header.pages == 2)
+        #expect((header.width, header.height) == (2, 2))
+        let made = try Self.thumbnailer.thumbnail(of: gif, ThumbnailSpec(width: 2, height: nil, format: .png, quality: 80))
+        #expect((made.width, made.height) == (2, 2))  // one frame, not the two stacked
+    }
+
+    @Test("the output limit is checked before any work")
+    func outputLimit() throws {
+        var settings = Thumbnailer.Configuration()
+        settings.maxOutputPixels = 10_000
+        let strict = try Thumbnailer(configuration: settings)
+        #expect(throws: ThumbnailerError.outputTooLarge(width: 200, height: 200, limit: 10_000)) {
+            try strict.thumbnail(of: try Self.photo(400, 400), ThumbnailSpec(width: 200, height: 200, format: .jpeg, quality: 80))
+        }
+    }
+
+    // MARK: Hand-made inputs
+
+    /// A PNG whose IHDR claims `width`×`height`, with one tiny IDAT: enough for a header read.
+    static func pngHeaderOnly(width: UInt32, height: UInt32) -> Bytes {
+        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+        func chunk(_ kind: String, _ data: [UInt8]) -> [UInt8] {
+            let body = Array(kind.utf8) + data
+            return be(UInt32(data.count)) + body + be(crc32(body))
+        }
+        let ihdr = be(width) + be(height) + [8, 2, 0, 0, 0]
+        let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
+        return Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", []))
+    }
+
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    /// A 2×2 GIF with two frames (red, then blue), looping.
+    static let twoFrameGIF: [UInt8] = {
+        var out = Array("GIF89a".utf8) + [2, 0, 2, 0, 0xF1, 0, 0]  // 2×2, global colour table of 4
+        out += [0xFF, 0, 0, 0, 0, 0xFF, 0, 0, 0, 0xFF, 0xFF, 0xFF]  // red, blue, black, white
+        out += [0x21, 0xFF, 0x0B] + Array("NETSCAPE2.0".utf8) + [3, 1, 0, 0, 0]  // loop forever
+        for colour: UInt8 in [0, 1] {
+            out += [0x21, 0xF9, 4, 0, 10, 0, 0, 0]  // 0.1 s per frame
+            out += [0x2C, 0, 0, 0, 0, 2, 0, 2, 0, 0]  // image descriptor: 2×2, no local table
+            // LZW, minimum code size 2: clear, four pixels of `colour`, end.
+            out += [2] + lzw4(colour) + [0]
+        }
+        return out + [0x3B]
+    }()
+
+    /// Four pixels of one colour index, LZW-coded with 3-bit codes (clear 4, end 5).
+    static func lzw4(_ colour: UInt8) -> [UInt8] {
+        let codes: [UInt32] = [4, UInt32(colour), UInt32(colour), UInt32(colour), UInt32(colour), 5]
+        var bits: UInt32 = 0
+        var count = 0
+        var bytes: [UInt8] = []
+        var width = 3
+        var next = 6
+        for (index, code) in codes.enumerated() {
+            bits |= code << count
+            count += width
+            while count >= 8 {
+                bytes.append(UInt8(bits & 0xFF))
+                bits >>= 8
+                count -= 8
+            }
+            if index >= 2 && index < codes.count - 1 {  // each code after the first pixel adds a table entry
+                next += 1
+                if next == (1 << width) + 1 && width < 12 { width += 1 }
+            }
+        }
+        if count > 0 { bytes.append(UInt8(bits & 0xFF)) }
+        return [UInt8(bytes.count)] + bytes
+    }
+}

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Thumbnails, in one run: thumbd beside thumbor (PyPI, file storage + result storage, one
+process and one per core) and beside libvips itself in one process (pyvips: the floor).
+
+Images are made here with libvips: a 4000x3000 and a 1200x800 photo-like JPEG (gradients,
+noise and a blur, so they compress like photos, not flat colour), served by
+scripts/benchorigin.py. Width 256, JPEG quality 80 everywhere. Every peer runs with the
+settings it ships with; thumbor's are the ones its docs give for this job (see THUMBOR_CONF).
+"""
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+import pyvips
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import Origin, Thumbd, free_port, wait_port, wrk, proc_status, get  # noqa: E402
+
+WIDTH = 256
+QUALITY = 80
+
+THUMBOR_CONF = """
+LOADER = 'thumbor.loaders.http_loader'
+STORAGE = 'thumbor.storages.file_storage'
+FILE_STORAGE_ROOT_PATH = '{work}/thumbor-storage'
+RESULT_STORAGE = 'thumbor.result_storages.file_storage'
+RESULT_STORAGE_FILE_STORAGE_ROOT_PATH = '{work}/thumbor-results'
+# Without this, result storage is skipped for /unsafe/ URLs and every hit resizes again.
+RESULT_STORAGE_STORES_UNSAFE = True
+ALLOW_UNSAFE_URL = True
+QUALITY = {quality}
+"""
+
+
+def photo(width, height):
+    """A photo-like JPEG: two gradients and noise, blurred a little."""
+    xyz = pyvips.Image.xyz(width, height)
+    red = xyz[0] * (255.0 / width)
+    green = xyz[1] * (255.0 / height)
+    blue = pyvips.Image.gaussnoise(width, height, sigma=60, mean=128)
+    image = red.bandjoin([green, blue]).gaussblur(1.5).cast("uchar").copy(interpretation="srgb")
+    return image.jpegsave_buffer(Q=90)
+
+
+class Thumbor:
+    def __init__(self, origin, work, processes):
+        self.name = "thumbor x%d" % processes
+        self.port = free_port()
+        self.origin = origin
+        conf = os.path.join(work, "thumbor-%d.conf" % processes)
+        with open(conf, "w") as f:
+            f.write(THUMBOR_CONF.format(work=os.path.join(work, "p%d" % processes), quality=QUALITY))
+        self.proc = subprocess.Popen(
+            [shutil.which("thumbor"), "--port", str(self.port), "--conf", conf, "--processes", str(processes),
+             "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, timeout=60)
+
+    def path(self, name, tag, width=WIDTH):
+        return "/unsafe/%dx0/127.0.0.1:%d/file/%s/%s" % (width, self.origin.port, name, tag)
+
+    @property
+    def pids(self):
+        return [self.proc.pid]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def thumbd_path(thumbd, name, tag, extra="&w=%d&q=%d" % (WIDTH, QUALITY)):
+    return thumbd.path("/file/%s/%s" % (name, tag)) + extra
+
+
+async def timed(port, path):
+    start = time.monotonic()
+    status, _ = await get(port, path)
+    return status, start, time.monotonic()
+
+
+def sequential_ms(port, paths):
+    """Median latency, one request at a time."""
+    times = []
+    for path in paths:
+        status, start, end = asyncio.run(timed(port, path))
+        if status != 200:
+            raise RuntimeError("%s answered %d" % (path, status))
+        times.append((end - start) * 1000)
+    return statistics.median(times)
+
+
+def per_second(port, paths, concurrency=8):
+    """Completed requests per second with `concurrency` at once."""
+    async def run():
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(path):
+            async with semaphore:
+                return await get(port, path)
+        start = time.monotonic()
+        results = await asyncio.gather(*(one(p) for p in paths))
+        return results, time.monotonic() - start
+    results, wall = asyncio.run(run())
+    bad = [s for s, _ in results if s != 200]
+    if bad:
+        raise RuntimeError("%d of %d failed: %s" % (len(bad), len(paths), sorted(set(bad))))
+    return len(paths) / wall
+
+
+def floor_ms(data, runs=15):
+    """libvips in this process: the same thumbnail (shrink-on-load, width 256, Q 80)."""
+    times = []
+    for _ in range(runs):
+        start = time.monotonic()
+        pyvips.Image.thumbnail_buffer(data, WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
+        times.append((time.monotonic() - start) * 1000)
+    return statistics.median(times)
+
+
+def stats(thumbd):
+    import json
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/stats" % thumbd.port) as r:
+        return json.load(r)
+
+
+def one_new_variant(thumbd, origin, name, clients=50):
+    """50 clients ask for one new variant of a cached original at once."""
+    asyncio.run(get(thumbd.port, thumbd_path(thumbd, name, "shared", "")))  # the original, cached
+    before_origin = origin.stats()["requests"].get("/file/%s/shared" % name, 0)
+    before = stats(thumbd)["thumbnails"]
+    path = thumbd_path(thumbd, name, "shared", "&w=200&q=81")
+
+    async def run():
+        return await asyncio.gather(*(timed(thumbd.port, path) for _ in range(clients)))
+    results = asyncio.run(run())
+    ends = sorted(end for _, _, end in results)
+    starts = min(start for _, start, _ in results)
+    return {
+        "origin requests": origin.stats()["requests"].get("/file/%s/shared" % name, 0) - before_origin,
+        "resizes": stats(thumbd)["thumbnails"] - before,
+        "max latency ms": (ends[-1] - starts) * 1000,
+        "first to last answer ms": (ends[-1] - ends[0]) * 1000,
+        "answered 200": sum(1 for s, _, _ in results if s == 200),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--thumbd", required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    runs = 6 if args.quick else 15
+    work = tempfile.mkdtemp(prefix="thumbd-thumbs-")
+    files = os.path.join(work, "files")
+    os.makedirs(files)
+    images = {"big.jpg": photo(4000, 3000), "small.jpg": photo(1200, 800)}
+    for name, data in images.items():
+        with open(os.path.join(files, name), "wb") as f:
+            f.write(data)
+    os.environ["BENCH_FILES"] = files
+    origin = Origin()
+    peers = []
+    rows = []
+    try:
+        thumbd = Thumbd(os.path.abspath(args.thumbd), origin, work)
+        peers = [thumbd, Thumbor(origin, work, 1), Thumbor(origin, work, os.cpu_count() or 2)]
+        thumbors = peers[1:]
+        print("benchthumbs: origin :%d, thumbd :%d, %s" % (
+            origin.port, thumbd.port, ", ".join("%s :%d" % (p.name, p.port) for p in thumbors)), file=sys.stderr)
+        for name, label in (("big.jpg", "4000x3000"), ("small.jpg", "1200x800")):
+            data = images[name]
+            print("benchthumbs: %s" % label, file=sys.stderr)
+            floor = floor_ms(data, runs)
+            # Cold variant: the original is cached; each request is a new variant (q varies).
+            asyncio.run(get(thumbd.port, thumbd_path(thumbd, name, "cached", "")))
+            variant = sequential_ms(thumbd.port, [thumbd_path(thumbd, name, "cached", "&w=%d&q=%d" % (WIDTH, 60 + i))
+                                                   for i in range(runs)])
+            floor_q = floor_ms(data, runs)
+            rows.append(("%s, cold variant (original cached), width 256" % label, "median ms",
+                         variant, "libvips in-process", min(floor, floor_q)))
+            # Cold thumbnail: original not cached, one at a time.
+            cold = sequential_ms(thumbd.port, [thumbd_path(thumbd, name, "cold-%d" % i) for i in range(runs)])
+            for peer in thumbors:
+                other = sequential_ms(peer.port, [peer.path(name, "cold-%d" % i) for i in range(runs)])
+                rows.append(("%s, cold thumbnail (original not cached)" % label, "median ms", cold, peer.name, other))
+            # Cold thumbnails per second, 8 at once.
+            count = 24 if args.quick else 48
+            rate = per_second(thumbd.port, [thumbd_path(thumbd, name, "rate-%d" % i) for i in range(count)])
+            for peer in thumbors:
+                other = per_second(peer.port, [peer.path(name, "rate-%d" % i) for i in range(count)])
+                rows.append(("%s, cold thumbnails, 8 at once" % label, "per second", rate, peer.name, other))
+            # Hits: a variant beside the original (thumbd), and beside thumbor's result storage.
+            seconds = 4 if args.quick else 8
+            variant_hits = wrk(thumbd.port, [thumbd_path(thumbd, name, "cached")], seconds, work)[0]
+            original_hits = wrk(thumbd.port, [thumbd_path(thumbd, name, "cached", "")], seconds, work)[0]
+            rows.append(("%s, hits" % label, "variant req/s", variant_hits, "thumbd original req/s", original_hits))
+            asyncio.run(get(thumbors[-1].port, thumbors[-1].path(name, "cached")))
+            thumbor_hits = wrk(thumbors[-1].port, [thumbors[-1].path(name, "cached")], seconds, work)[0]
+            rows.append(("%s, hits" % label, "variant req/s", variant_hits, thumbors[-1].name, thumbor_hits))
+            # 50 clients, one new variant.
+            for metric, value in one_new_variant(thumbd, origin, name).items():
+                rows.append(("%s, 50 clients ask one new variant" % label, metric, value, "-", None))
+        # Memory through a burst of distinct big-image thumbnails.
+        print("benchthumbs: memory", file=sys.stderr)
+        peak = [0.0]
+
+        async def burst():
+            semaphore = asyncio.Semaphore(8)
+
+            async def one(i):
+                async with semaphore:
+                    await get(thumbd.port, thumbd_path(thumbd, "big.jpg", "burst-%d" % i))
+                    peak[0] = max(peak[0], proc_status(thumbd.pids)[1])
+            await asyncio.gather(*(one(i) for i in range(200)))
+        asyncio.run(burst())
+        rows.append(("200 distinct big-image thumbnails, 8 at once", "peak RSS MB (sampled)", peak[0], "-", None))
+    finally:
+        for peer in peers:
+            try:
+                peer.stop()
+            except Exception as error:
+                print("benchthumbs: stopping %s: %s" % (peer.name, error), file=sys.stderr)
+        origin.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print("| scenario | metric | thumbd | peer | peer's figure | thumbd/peer |")
+    print("|---|---|---:|---|---:|---:|")
+    for scenario, metric, value, peer, other in rows:
+        ratio = "%.2f" % (value / other) if isinstance(other, (int, float)) and other else "-"
+        print("| %s | %s | %s | %s | %s | %s |" % (scenario, metric, fmt(value), peer, fmt(other), ratio))
+    import thumbor
+    print("\n%s, %d cores, libvips %s (pyvips %s), thumbor %s" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(), pyvips.version(0) and
+        "%d.%d.%d" % (pyvips.version(0), pyvips.version(1), pyvips.version(2)), pyvips.__version__,
+        getattr(thumbor, "__version__", "?")))
+
+
+def fmt(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "%.0f" % value if abs(value) >= 100 else "%.2f" % value
+    return str(value)
+
+
+if __name__ == "__main__":
+    main()
