@@ -10,6 +10,8 @@ public struct ImageHeader: Sendable, Equatable {
     public var hasAlpha: Bool
     /// Frames of an animation (1 for a still image).
     public var pages: Int
+    /// EXIF orientation (1–8; 5–8 swap width and height once applied).
+    public var orientation: Int = 1
     /// libvips's loader class (`VipsForeignLoadJpegBuffer`, …).
     public var loader: String
 
@@ -153,12 +155,14 @@ public final class Thumbnailer: Sendable {
         guard rc == 0 else { throw .notAnImage(Self.takeError()) }
         let loader = withUnsafeBytes(of: raw.loader) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return ImageHeader(width: Int(raw.width), height: Int(raw.height), hasAlpha: raw.has_alpha != 0,
-                           pages: max(1, Int(raw.pages)), loader: loader)
+                           pages: max(1, Int(raw.pages)), orientation: Int(raw.orientation), loader: loader)
     }
 
-    /// Checks the header against the limits and makes the thumbnail.
-    public func thumbnail(of body: Bytes, _ spec: ThumbnailSpec) throws(ThumbnailerError) -> Thumbnail {
-        let source = try header(of: body)
+    /// Checks the header against the limits and makes the thumbnail. `header`: the body's,
+    /// when the caller has read it already.
+    public func thumbnail(of body: Bytes, header known: ImageHeader? = nil, _ spec: ThumbnailSpec) throws(ThumbnailerError) -> Thumbnail {
+        let source: ImageHeader
+        if let known { source = known } else { source = try header(of: body) }
         guard source.pixels <= configuration.maxSourcePixels else {
             throw .tooManyPixels(width: source.width, height: source.height, limit: configuration.maxSourcePixels)
         }
@@ -180,9 +184,15 @@ public final class Thumbnailer: Sendable {
             size = VIPS_SIZE_DOWN
             crop = VIPS_INTERESTING_NONE
         }
+        let shrink = source.format == .jpeg ? Self.jpegShrink(source, spec) : 1
         var image = try VipsImageHandle { out in
-            body.withUnsafeBytes { thumbd_vips_thumbnail($0.baseAddress, $0.count, Int32(box.width), Int32(box.height),
-                                                         Int32(size.rawValue), Int32(crop.rawValue), &out) }
+            body.withUnsafeBytes {
+                shrink > 1
+                    ? thumbd_vips_thumbnail_shrunk($0.baseAddress, $0.count, Int32(shrink), Int32(box.width), Int32(box.height),
+                                                   Int32(size.rawValue), Int32(crop.rawValue), &out)
+                    : thumbd_vips_thumbnail($0.baseAddress, $0.count, Int32(box.width), Int32(box.height),
+                                            Int32(size.rawValue), Int32(crop.rawValue), &out)
+            }
         }
         if !oneSide {
             switch spec.fit {
@@ -214,6 +224,23 @@ public final class Thumbnailer: Sendable {
         defer { thumbd_vips_free(buffer) }
         let bytes = Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length))
         return Thumbnail(body: bytes, format: spec.format, width: image.width, height: image.height)
+    }
+
+    /// The largest JPEG decode shrink (8, 4 or 2) that still leaves at least the pixels the
+    /// thumbnail needs: libjpeg then decodes only those (imgproxy and PIL's draft mode do the
+    /// same). 1 when the target is too close to the source to gain anything.
+    static func jpegShrink(_ source: ImageHeader, _ spec: ThumbnailSpec) -> Int {
+        let swapped = (5...8).contains(source.orientation)
+        let width = Double(swapped ? source.height : source.width)
+        let height = Double(swapped ? source.width : source.height)
+        let ratios = [spec.width.map { width / Double($0) }, spec.height.map { height / Double($0) }].compactMap { $0 }
+        guard let smallest = ratios.min(), let largest = ratios.max() else { return 1 }
+        // cover and fill need both sides at least as large as the box; the others only the
+        // side that decides the fit.
+        let both = spec.width != nil && spec.height != nil && (spec.fit == .cover || spec.fit == .fill)
+        let factor = both ? smallest : largest
+        for shrink in [8, 4, 2] where factor >= Double(shrink) { return shrink }
+        return 1
     }
 
     /// An encoded test image: a gradient with noise (so it compresses like a photo, not a

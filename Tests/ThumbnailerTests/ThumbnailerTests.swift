@@ -1,7 +1,7 @@
 import Foundation
 import Support
 import Testing
-import Thumbnailer
+@testable import Thumbnailer
 
 /// The libvips wrapper on images it draws itself: sizes, formats, orientation, alpha, and
 /// the refusals (not an image, too many pixels, truncated).
@@ -110,6 +110,21 @@ struct ThumbnailerTests {
         #expect(throws: ThumbnailerError.outputTooLarge(width: 200, height: 200, limit: 10_000)) {
             try strict.thumbnail(of: try Self.photo(400, 400), ThumbnailSpec(width: 200, height: 200, format: .jpeg, quality: 80))
         }
+    }
+
+    @Test("the JPEG decode shrink leaves at least the pixels the fit needs")
+    func jpegShrink() {
+        func shrink(_ width: Int, _ height: Int, _ w: Int?, _ h: Int?, _ fit: Fit, orientation: Int = 1) -> Int {
+            let source = ImageHeader(width: width, height: height, hasAlpha: false, pages: 1, orientation: orientation, loader: "VipsForeignLoadJpegBuffer")
+            return Thumbnailer.jpegShrink(source, ThumbnailSpec(width: w, height: h, fit: fit, format: .jpeg, quality: 80))
+        }
+        #expect(shrink(4000, 3000, 256, nil, .cover) == 8)  // 4000/256 = 15.6: libvips's own choice would be 4
+        #expect(shrink(4000, 3000, 256, 256, .cover) == 8)  // both sides ≥ 256 after 1/8: 500×375
+        #expect(shrink(1200, 800, 256, 256, .cover) == 2)  // 1/4 would give 200 rows < 256
+        #expect(shrink(1200, 800, 256, 256, .inside) == 4)  // inside: the width decides (300×200 ≥ 256×171)
+        #expect(shrink(3000, 4000, 256, nil, .cover, orientation: 6) == 8)  // rotated: 4000 wide once upright
+        #expect(shrink(3000, 4000, nil, 1000, .cover, orientation: 6) == 2)
+        #expect(shrink(300, 200, 256, nil, .cover) == 1)
     }
 
     // MARK: Hand-made inputs

@@ -75,7 +75,8 @@ final class VariantSource: Sendable {
         let made: Thumbnail
         do {
             let header = try thumbnailer.header(of: original.body)
-            made = try thumbnailer.thumbnail(of: original.body, variant.spec(source: header, avif: thumbnailer.canEncodeAVIF))
+            made = try thumbnailer.thumbnail(of: original.body, header: header,
+                                             variant.spec(source: header, avif: thumbnailer.canEncodeAVIF))
         } catch {
             resizeCount.add(1, ordering: .relaxed)
             let refusal = ThumbdError(error)
