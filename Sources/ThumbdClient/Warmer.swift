@@ -24,6 +24,9 @@ public struct Warmer {
 
     public var server: String
     public var priority: String?
+    /// Thumbnail parameters for every URL (`w`, `h`, `fit`, `gravity`, `format`, `q`):
+    /// the variants are made, not only the originals fetched.
+    public var thumbnail: [String: String] = [:]
     public var json: Bool
     /// Standard output (JSON lines) and the progress line's terminal (standard error).
     public var output: (String) -> Void
@@ -42,7 +45,13 @@ public struct Warmer {
 
     public func run(urls: [String]) throws -> Report {
         guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        let request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0)) }, priority: priority)
+        var request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0)) }, priority: priority)
+        request.w = thumbnail["w"].flatMap { Int($0) }
+        request.h = thumbnail["h"].flatMap { Int($0) }
+        request.q = thumbnail["q"].flatMap { Int($0) }
+        request.fit = thumbnail["fit"]
+        request.gravity = thumbnail["gravity"]
+        request.format = thumbnail["format"]
         let body = try JSONEncoder().encode(request)
         let post = try DaemonConnection(base: server)
         let head = try post.send("POST", "/batches", headers: ["Content-Type": "application/json"], body: Array(body))
@@ -94,6 +103,12 @@ public struct Warmer {
         struct Item: Encodable { var url: String; var id: String }
         var items: [Item]
         var priority: String?
+        var w: Int?
+        var h: Int?
+        var fit: String?
+        var gravity: String?
+        var format: String?
+        var q: Int?
     }
 
     /// The 201 (`events`) or an error (`message`).

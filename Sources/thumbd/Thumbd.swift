@@ -99,6 +99,24 @@ struct Warm: ParsableCommand {
     @Option(help: "high, normal or low.")
     var priority: String?
 
+    @Option(help: "Thumbnail width in pixels (makes each URL's variant).")
+    var width: Int?
+
+    @Option(help: "Thumbnail height in pixels.")
+    var height: Int?
+
+    @Option(help: "cover, contain, fill or inside.")
+    var fit: String?
+
+    @Option(help: "center or attention.")
+    var gravity: String?
+
+    @Option(help: "jpeg, png, webp, avif or auto.")
+    var format: String?
+
+    @Option(help: "Quality, 1 to 100.")
+    var quality: Int?
+
     @Flag(help: "Print the events as JSON lines instead of a progress bar.")
     var json = false
 
@@ -114,10 +132,15 @@ struct Warm: ParsableCommand {
         }
         let urls = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-        let warmer = Warmer(
+        var warmer = Warmer(
             server: server.server, priority: priority, json: json, interactive: isatty(2) == 1,
             output: { FileHandle.standardOutput.write(Data($0.utf8)) },
             progress: { FileHandle.standardError.write(Data($0.utf8)) })
+        let parameters: [(String, String?)] = [
+            ("w", width.map(String.init)), ("h", height.map(String.init)), ("fit", fit), ("gravity", gravity),
+            ("format", format), ("q", quality.map(String.init)),
+        ]
+        for case let (name, value?) in parameters { warmer.thumbnail[name] = value }
         let report = try warmer.run(urls: urls)
         if !report.failed.isEmpty {
             var lines = "\(report.failed.count) of \(report.total) failed:\n"

@@ -112,6 +112,17 @@ struct ThumbnailerTests {
         }
     }
 
+    @Test("a resize past its time limit is killed")
+    func timeLimit() throws {
+        var settings = Thumbnailer.Configuration()
+        settings.timeLimit = .microseconds(1)
+        let hurried = try Thumbnailer(configuration: settings)
+        let source = try Self.photo(3000, 2000)
+        #expect(throws: ThumbnailerError.timedOut(.microseconds(1))) {
+            try hurried.thumbnail(of: source, ThumbnailSpec(width: 2000, height: nil, format: .png, quality: 80))
+        }
+    }
+
     @Test("the JPEG decode shrink leaves at least the pixels the fit needs")
     func jpegShrink() {
         func shrink(_ width: Int, _ height: Int, _ w: Int?, _ h: Int?, _ fit: Fit, orientation: Int = 1) -> Int {

@@ -32,3 +32,9 @@ grep -q 'hit ratio' "$WORK/stats" || fail "stats has no hit ratio"
 "$THUMBD_BIN" purge --all --server "$THUMBD" | grep -q '"purged":3' || fail "purge --all"
 "$THUMBD_BIN" stats --json --server "$THUMBD" | grep -q '"objects":0' || fail "cache not empty after purge --all"
 if "$THUMBD_BIN" purge --server "$THUMBD" 2>/dev/null; then fail "purge without URL or --all accepted"; fi
+
+# warm with thumbnail parameters makes the variants: done says PNG and src names the size.
+echo "$ORIGIN/img/w1.jpg" | "$THUMBD_BIN" warm - --json --width 64 --height 64 --format png --server "$THUMBD" \
+  > "$WORK/thumbs" 2>/dev/null || fail "warm with thumbnail parameters failed: $(cat "$WORK/thumbs")"
+grep -Eq '"contentType":"image\\?/png"' "$WORK/thumbs" || fail "warm --format png: $(cat "$WORK/thumbs")"
+grep -q 'w=64&h=64' "$WORK/thumbs" || fail "warm --width/--height: src does not name the variant: $(cat "$WORK/thumbs")"
