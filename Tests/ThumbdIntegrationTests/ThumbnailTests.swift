@@ -136,6 +136,37 @@ struct ThumbnailTests {
         }
     }
 
+    @Test("per item: an item's own parameters win over the batch's; a bad one fails that item only")
+    func perItem() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("p.jpg", Self.thumbnailer.testImage(width: 800, height: 600).array)
+            let url = origin.url("/file/p.jpg")
+            let body = """
+                {"items":[{"url":"\(url)","id":"batch"},{"url":"\(url)","id":"own","w":50,"format":"png"},\
+                {"url":"\(url)","id":"bad","w":"wide"}],"w":100,"h":100}
+                """
+            let created = try await request(daemon.port, "/batches", method: "POST", headers: json, body: body)
+            #expect(created.status == 201)
+            let events = try #require(created.json["events"] as? String)
+            let client = try await blocking { try EventStreamClient(port: daemon.port, path: events) }
+            try await blocking { try client.read(seconds: 20) }
+            var outcomes: [String: [String: Any]] = [:]
+            for event in client.parser.events where event.type == "done" || event.type == "failed" {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+                outcomes[object["id"] as? String ?? ""] = object
+            }
+            #expect(outcomes["bad"]?["status"] as? Int == 400)
+            #expect(outcomes["bad"]?["error"] as? String == "bad_parameter")
+            for (id, size, type) in [("batch", (100, 100), "image/jpeg"), ("own", (50, 100), "image/png")] {
+                let src = try #require(outcomes[id]?["src"] as? String)
+                let tile = try await request(daemon.port, src)
+                #expect(tile[header: "X-Thumbd-Cache"] == "hit", "\(id)")
+                #expect(tile[header: "Content-Type"] == type)
+                #expect(try (Self.header(tile).width, Self.header(tile).height) == size, "\(id): \(src)")
+            }
+        }
+    }
+
     struct StatsView: Decodable { var thumbnails: Int }
 
     /// A PNG header claiming 30000×30000 pixels (900 megapixels).

@@ -67,7 +67,19 @@ final class BatchRegistry: Sendable {
             throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
         for (index, entry) in request.items.enumerated() {
-            start(batch, index: index, url: entry.url, item)
+            let own = index < request.itemParameters.count ? request.itemParameters[index] : [:]
+            guard !own.isEmpty else {
+                start(batch, index: index, url: entry.url, item)
+                continue
+            }
+            // This item's parameters win over the batch's; bad ones fail this item only.
+            do {
+                let merged = request.parameters.merging(own) { $1 }
+                start(batch, index: index, url: entry.url,
+                      try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority))
+            } catch {
+                batch.fail(index, error: error)
+            }
         }
         return batch
     }
@@ -97,6 +109,19 @@ final class BatchRegistry: Sendable {
     func stop() {
         timer.cancel()
         delivery.stop()
+    }
+
+    /// An item with thumbnail parameters of its own.
+    private static func item(_ parameters: [String: String], accept: String?, avif: Bool, preview: Bool,
+                             priority: Priority) throws(ThumbdError) -> Item {
+        let parsed = try ThumbnailParameters { parameters[$0] }
+        if parsed?.format == .fixed(.avif) && !avif {
+            throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
+        }
+        let query = ThumbnailParameters.names.compactMap { name in
+            parameters[name].map { "&\(name)=\(QueryValue.encode($0))" }
+        }.joined()
+        return Item(variant: parsed?.resolved(accept: accept, avif: avif), query: query, preview: preview, priority: priority)
     }
 
     /// What every item of a batch asks for.

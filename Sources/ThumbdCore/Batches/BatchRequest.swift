@@ -13,6 +13,9 @@ struct BatchRequest {
     var thumbnail: ThumbnailParameters?
     /// The raw parameters, in the order of `ThumbnailParameters.names`, for each item's `src`.
     var thumbnailQuery: [(String, String)]
+    /// The batch's raw thumbnail parameters, and each item's own (which win over them).
+    var parameters: [String: String]
+    var itemParameters: [[String: String]]
     /// `"preview": true`: each `done` also carries a tiny inline image.
     var preview: Bool
 
@@ -32,6 +35,8 @@ struct BatchRequest {
         priority = decoded.priority
         preview = decoded.preview
         thumbnailQuery = ThumbnailParameters.names.compactMap { name in decoded.parameters[name].map { (name, $0) } }
+        parameters = decoded.parameters
+        itemParameters = decoded.itemParameters
         thumbnail = try ThumbnailParameters { decoded.parameters[$0] }
         guard let items = decoded.items else { throw .badRequest(.noItems, "the body needs items (or urls)") }
         guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
@@ -43,6 +48,7 @@ struct BatchRequest {
 
     private struct Body: Decodable {
         var items: [(clientID: String?, url: String)]?
+        var itemParameters: [[String: String]] = []
         var priority = Priority.normal
         var parameters: [String: String] = [:]
         var preview = false
@@ -74,9 +80,12 @@ struct BatchRequest {
                 self.priority = priority
             }
             if object.contains(.items) {
-                items = try object.decode([Item].self, forKey: .items).map { ($0.id, $0.url) }
+                let decoded = try object.decode([Item].self, forKey: .items)
+                items = decoded.map { ($0.id, $0.url) }
+                itemParameters = decoded.map(\.parameters)
             } else if object.contains(.urls) {
                 items = try object.decode([Lenient<String>].self, forKey: .urls).map { (nil, $0.value ?? "") }
+                itemParameters = Array(repeating: [:], count: items?.count ?? 0)
             }
         }
     }
@@ -86,12 +95,22 @@ struct BatchRequest {
     private struct Item: Decodable {
         var url = ""
         var id: String?
+        /// This item's own thumbnail parameters; a value of the wrong type is kept as text
+        /// that fails validation, so only this item fails.
+        var parameters: [String: String] = [:]
 
-        enum Key: String, CodingKey { case url, id }
+        enum Key: String, CodingKey { case url, id, w, h, fit, gravity, format, q }
 
         init(from decoder: any Decoder) throws {
             guard let object = try? decoder.container(keyedBy: Key.self) else { return }
             url = (try? object.decode(String.self, forKey: .url)) ?? ""
+            for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
+                if let number = try? object.decode(Int.self, forKey: key) {
+                    parameters[key.rawValue] = String(number)
+                } else {
+                    parameters[key.rawValue] = (try? object.decode(String.self, forKey: key)) ?? "(not a number or a string)"
+                }
+            }
             if let text = try? object.decode(String.self, forKey: .id) {
                 id = text
             } else if let number = try? object.decode(Double.self, forKey: .id) {
