@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support"]),
         .testTarget(name: "ThumbdClientTests", dependencies: ["ThumbdClient"]),
-        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support"]),
+        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting"]),
         .testTarget(
             name: "ThumbdCoreTests",
             dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support"]),

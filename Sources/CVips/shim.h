@@ -47,15 +47,8 @@ static inline int thumbd_vips_read_header(const void *buffer, size_t length, thu
     return 0;
 }
 
-/// The thumbnail path: shrink-on-load, EXIF orientation applied, first page only, sRGB.
-/// `size` is a VipsSize, `crop` a VipsInteresting (VIPS_INTERESTING_NONE: no crop).
-/// A truncated or corrupt body fails (fail_on=truncated) instead of giving grey pixels.
-static inline int thumbd_vips_thumbnail(const void *buffer, size_t length, int width, int height,
-                                        int size, int crop, VipsImage **out) {
-    VipsImage *thumb = NULL;
-    if (vips_thumbnail_buffer((void *)buffer, length, &thumb, width, "height", height,
-                              "size", (VipsSize)size, "crop", (VipsInteresting)crop,
-                              "option_string", "fail_on=truncated", NULL) != 0) return -1;
+/// Takes `thumb` (one reference) and gives it back in sRGB (converted when needed).
+static inline int thumbd_vips_take_srgb(VipsImage *thumb, VipsImage **out) {
     if (vips_image_get_interpretation(thumb) == VIPS_INTERPRETATION_sRGB) {
         *out = thumb;
         return 0;
@@ -66,6 +59,18 @@ static inline int thumbd_vips_thumbnail(const void *buffer, size_t length, int w
     if (rc != 0) return -1;
     *out = srgb;
     return 0;
+}
+
+/// The thumbnail path: shrink-on-load, EXIF orientation applied, first page only, sRGB.
+/// `size` is a VipsSize, `crop` a VipsInteresting (VIPS_INTERESTING_NONE: no crop).
+/// A truncated or corrupt body fails (fail_on=truncated) instead of giving grey pixels.
+static inline int thumbd_vips_thumbnail(const void *buffer, size_t length, int width, int height,
+                                        int size, int crop, VipsImage **out) {
+    VipsImage *thumb = NULL;
+    if (vips_thumbnail_buffer((void *)buffer, length, &thumb, width, "height", height,
+                              "size", (VipsSize)size, "crop", (VipsInteresting)crop,
+                              "option_string", "fail_on=truncated", NULL) != 0) return -1;
+    return thumbd_vips_take_srgb(thumb, out);
 }
 
 /// The same from a JPEG decoded at 1/`jpeg_shrink` (2, 4 or 8) by libjpeg itself: block
@@ -81,16 +86,7 @@ static inline int thumbd_vips_thumbnail_shrunk(const void *buffer, size_t length
                                   "crop", (VipsInteresting)crop, NULL);
     g_object_unref(loaded);
     if (rc != 0) return -1;
-    if (vips_image_get_interpretation(thumb) == VIPS_INTERPRETATION_sRGB) {
-        *out = thumb;
-        return 0;
-    }
-    VipsImage *srgb = NULL;
-    rc = vips_colourspace(thumb, &srgb, VIPS_INTERPRETATION_sRGB, NULL);
-    g_object_unref(thumb);
-    if (rc != 0) return -1;
-    *out = srgb;
-    return 0;
+    return thumbd_vips_take_srgb(thumb, out);
 }
 
 /// Centres `in` on a `width`×`height` canvas: transparent (an alpha band is added when

@@ -170,22 +170,5 @@ struct ThumbnailTests {
     struct StatsView: Decodable { var thumbnails: Int }
 
     /// A PNG header claiming 30000×30000 pixels (900 megapixels).
-    static let bomb: Bytes = {
-        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-        func crc32(_ bytes: [UInt8]) -> UInt32 {
-            var crc: UInt32 = 0xFFFF_FFFF
-            for byte in bytes {
-                crc ^= UInt32(byte)
-                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-            }
-            return ~crc
-        }
-        func chunk(_ kind: String, _ data: [UInt8]) -> [UInt8] {
-            let body = Array(kind.utf8) + data
-            return be(UInt32(data.count)) + body + be(crc32(body))
-        }
-        let ihdr = be(30_000) + be(30_000) + [8, 2, 0, 0, 0]
-        let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
-        return Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", []))
-    }()
+    static let bomb = Bytes(TestImages.pngHeaderOnly(width: 30_000, height: 30_000))
 }

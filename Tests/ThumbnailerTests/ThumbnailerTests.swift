@@ -1,6 +1,7 @@
 import Foundation
 import Support
 import Testing
+import ThumbdTesting
 @testable import Thumbnailer
 
 /// The libvips wrapper on images it draws itself: sizes, formats, orientation, alpha, and
@@ -72,7 +73,7 @@ struct ThumbnailerTests {
 
     @Test("a pixel bomb is refused from its header, without decoding")
     func pixelBomb() throws {
-        let bomb = Self.pngHeaderOnly(width: 30_000, height: 30_000)
+        let bomb = Bytes(TestImages.pngHeaderOnly(width: 30_000, height: 30_000))
         let started = ContinuousClock.now
         #expect(throws: ThumbnailerError.tooManyPixels(width: 30_000, height: 30_000, limit: 50_000_000)) {
             try Self.thumbnailer.thumbnail(of: bomb, ThumbnailSpec(width: 64, height: 64, format: .jpeg, quality: 80))
@@ -139,27 +140,6 @@ struct ThumbnailerTests {
     }
 
     // MARK: Hand-made inputs
-
-    /// A PNG whose IHDR claims `width`×`height`, with one tiny IDAT: enough for a header read.
-    static func pngHeaderOnly(width: UInt32, height: UInt32) -> Bytes {
-        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-        func chunk(_ kind: String, _ data: [UInt8]) -> [UInt8] {
-            let body = Array(kind.utf8) + data
-            return be(UInt32(data.count)) + body + be(crc32(body))
-        }
-        let ihdr = be(width) + be(height) + [8, 2, 0, 0, 0]
-        let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
-        return Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", []))
-    }
-
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes {
-            crc ^= UInt32(byte)
-            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-        }
-        return ~crc
-    }
 
     /// A 2×2 GIF with two frames (red, then blue), looping.
     static let twoFrameGIF: [UInt8] = {
