@@ -43,6 +43,7 @@ REQUESTS = {}
 ABORTED = {}
 ORDER = []
 ANSWERED = {}
+NOT_MODIFIED = {}  # path -> how many conditional requests were answered 304
 GATES = {}
 
 
@@ -152,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/__stats":
             with LOCK:
                 body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER,
-                                   "answered": ANSWERED}).encode()
+                                   "answered": ANSWERED, "notModified": NOT_MODIFIED}).encode()
             return self.send(200, body, "application/json")
         if path.startswith("/__release/"):
             gate(path[len("/__release/"):]).set()
@@ -170,6 +171,26 @@ class Handler(BaseHTTPRequestHandler):
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
                 return
             return self.send(200, real_png(path), "image/png", extra)
+        if path.startswith("/validated/"):
+            # A real PNG (or the body PUT under the same name) with validators: ETag from
+            # the bytes, a fixed Last-Modified; a matching If-None-Match gets 304.
+            name = path[len("/validated/"):]
+            with LOCK:
+                body = FILES.get(name)
+            body = body if body is not None else real_png(path)
+            etag = '"%s"' % hashlib.sha1(body).hexdigest()[:16]
+            headers = [("ETag", etag), ("Last-Modified", "Mon, 02 Nov 2026 10:00:00 GMT"),
+                       ("Cache-Control", q.get("cc", "max-age=1"))]
+            if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
+                return
+            if self.headers.get("If-None-Match") == etag:
+                count(NOT_MODIFIED, path)
+                self.send_response(304)
+                for name_, value in headers:
+                    self.send_header(name_, value)
+                self.end_headers()
+                return
+            return self.send(200, body, "image/png", headers)
         if path.startswith("/png/"):
             return self.send(200, image_bytes(path, size, "png"), "image/png", extra)
         if path == "/garbage.png":

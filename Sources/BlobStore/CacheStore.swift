@@ -136,6 +136,29 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Stores a revalidated `object`'s new lifetime and validators without rewriting its
+    /// body (`object.body` must be the stored one: it is written only when the row has
+    /// gone meanwhile). Visible at once through the memory layer, like `insert`.
+    public func refresh(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        hot.put(object)
+        writerQueue.async { [self] in
+            let result = Result { () throws -> Void in
+                if try !writer.refresh(object, lastAccess: Self.nowMilliseconds()) {
+                    try writer.insert(object, lastAccess: Self.nowMilliseconds())
+                    try evictIfNeeded()
+                }
+            }
+            switch result {
+            case .success: writeSucceeded()
+            case .failure(let error):
+                hot.remove([object.key])
+                writeFailed(error, context: "store.refresh")
+            }
+            publishStatistics()
+            completion(result)
+        }
+    }
+
     public func insert(_ object: CachedObject) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             insert(object) { continuation.resume(with: $0) }

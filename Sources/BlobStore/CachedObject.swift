@@ -14,11 +14,17 @@ public struct CachedObject: Sendable, Equatable {
     /// Unix seconds.
     public var fetchedAt: Int64
     public var expiresAt: Int64
+    /// How the origin allows it to be served once stale: seconds of grace it granted
+    /// (`stale-while-revalidate`), or -1 when it must be revalidated first. The product
+    /// interprets it; the store only keeps it.
+    public var graceSeconds: Int
 
     public init(
         key: String, url: String, status: Int, contentType: String, body: Bytes, etag: String,
-        upstreamETag: String? = nil, lastModified: String? = nil, fetchedAt: Int64, expiresAt: Int64
+        upstreamETag: String? = nil, lastModified: String? = nil, fetchedAt: Int64, expiresAt: Int64,
+        graceSeconds: Int = 0
     ) {
+        self.graceSeconds = graceSeconds
         self.key = key
         self.url = url
         self.status = status

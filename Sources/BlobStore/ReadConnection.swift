@@ -20,7 +20,7 @@ final class ReadConnection: @unchecked Sendable {
     func lookup(_ key: String) throws -> CachedObject? {
         let statement = try db.cached(
             """
-            SELECT url, status, content_type, etag, upstream_etag, last_modified, fetched_at, expires_at, body
+            SELECT url, status, content_type, etag, upstream_etag, last_modified, fetched_at, expires_at, body, grace
             FROM objects WHERE key = ?
             """)
         try statement.bind([.text(key)])
@@ -30,7 +30,7 @@ final class ReadConnection: @unchecked Sendable {
             key: key, url: statement.text(0) ?? "", status: Int(statement.int64(1)),
             contentType: statement.text(2) ?? "application/octet-stream", body: statement.blob(8),
             etag: statement.text(3) ?? "", upstreamETag: statement.text(4), lastModified: statement.text(5),
-            fetchedAt: statement.int64(6), expiresAt: statement.int64(7))
+            fetchedAt: statement.int64(6), expiresAt: statement.int64(7), graceSeconds: Int(statement.int64(9)))
     }
 
     func close() { db.close() }

@@ -19,7 +19,9 @@ enum Schema {
             body          BLOB NOT NULL               -- last, so metadata reads skip its pages
         );
         CREATE INDEX objects_by_last_access ON objects(last_access);
-        """
+        """,
+        // Revalidation: how the origin lets the object be served once stale.
+        "ALTER TABLE objects ADD COLUMN grace INTEGER NOT NULL DEFAULT 0",
     ]
 
     static func migrate(_ db: Connection) throws {

@@ -37,8 +37,8 @@ final class WriterState: @unchecked Sendable {
             try db.cached(
                 """
                 INSERT OR REPLACE INTO objects (key, url, status, content_type, size, etag, upstream_etag,
-                    last_modified, fetched_at, expires_at, last_access, body)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    last_modified, fetched_at, expires_at, last_access, body, grace)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
             ).run([
                 .text(object.key), .text(object.url), .integer(Int64(object.status)), .text(object.contentType),
@@ -46,11 +46,28 @@ final class WriterState: @unchecked Sendable {
                 object.upstreamETag.map(SQLiteValue.text) ?? .null,
                 object.lastModified.map(SQLiteValue.text) ?? .null,
                 .integer(object.fetchedAt), .integer(object.expiresAt), .integer(lastAccess), .blob(object.body),
+                .integer(Int64(object.graceSeconds)),
             ])
             return replacedSize
         }
         totalBytes += Int64(object.body.count) - (replacedSize ?? 0)
         if replacedSize == nil { objectCount += 1 }
+    }
+
+    /// A revalidated object: new lifetime and validators, the body untouched (no blob is
+    /// rewritten). Returns false when the row has gone meanwhile (evicted or purged).
+    func refresh(_ object: CachedObject, lastAccess: Int64) throws -> Bool {
+        try db.cached(
+            """
+            UPDATE objects SET upstream_etag = ?, last_modified = ?, fetched_at = ?, expires_at = ?, grace = ?,
+                last_access = ? WHERE key = ? AND etag = ?
+            """
+        ).run([
+            object.upstreamETag.map(SQLiteValue.text) ?? .null, object.lastModified.map(SQLiteValue.text) ?? .null,
+            .integer(object.fetchedAt), .integer(object.expiresAt), .integer(Int64(object.graceSeconds)),
+            .integer(lastAccess), .text(object.key), .text(object.etag),
+        ])
+        return db.changes > 0
     }
 
     /// After a failed write: the totals are read again from what is committed, and the WAL

@@ -17,8 +17,24 @@ public enum Priority: Int, Sendable, Comparable, CaseIterable {
     public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
 }
 
-/// What an origin sent for a successful fetch.
+/// The validators of a stored copy, sent as `If-None-Match` / `If-Modified-Since` so that
+/// an unchanged image is answered `304` instead of downloaded again (RFC 9111 §4.3.1).
+public struct Validators: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(etag: String?, lastModified: String?) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    public var isEmpty: Bool { etag == nil && lastModified == nil }
+}
+
+/// What an origin sent for a successful fetch: a `200` with its body, or a `304` (empty
+/// body) when the job carried validators and the origin says the stored copy is current.
 public struct UpstreamResponse: Sendable {
+    /// 200, or 304 for a conditional fetch whose copy is still current.
     public var status: Int
     public var body: Bytes
     public var etag: String?
@@ -40,6 +56,8 @@ public struct FetchProgress: Sendable, Equatable {
 public final class FetchJob: Sendable {
     public let url: String
     public let host: String
+    /// Set for a revalidation: the stored copy's validators.
+    public let validators: Validators?
     private let state: Mutex<State>
     private let onProgress: @Sendable (FetchProgress) -> Void
     private let onComplete: @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void
@@ -53,12 +71,13 @@ public final class FetchJob: Sendable {
     }
 
     public init(
-        url: String, host: String, priority: Priority,
+        url: String, host: String, priority: Priority, validators: Validators? = nil,
         onProgress: @escaping @Sendable (FetchProgress) -> Void = { _ in },
         onComplete: @escaping @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void
     ) {
         self.url = url
         self.host = host
+        self.validators = validators.flatMap { $0.isEmpty ? nil : $0 }
         self.state = Mutex(State(priority: priority))
         self.onProgress = onProgress
         self.onComplete = onComplete

@@ -17,6 +17,8 @@ final class Transfer {
     private var verdict: UpstreamError?
     private var lastProgress = FetchProgress(received: 0, total: nil)
     private var lastProgressTime: ContinuousClock.Instant = .now
+    /// The request's extra header lines (the validators), owned here and freed in `deinit`.
+    private var requestHeaders: UnsafeMutablePointer<curl_slist>?
 
     init(job: FetchJob, configuration: TransferLoop.Configuration) {
         guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
@@ -26,7 +28,10 @@ final class Transfer {
         configure()
     }
 
-    deinit { curl_easy_cleanup(easy) }
+    deinit {
+        curl_easy_cleanup(easy)
+        curl_slist_free_all(requestHeaders)  // after the handle that points at it
+    }
 
     static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
         Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
@@ -51,6 +56,16 @@ final class Transfer {
         long(CURLOPT_HTTP_VERSION, thumbd_curl_http_version_2tls)
         string(CURLOPT_USERAGENT, c.userAgent)
         string(CURLOPT_ACCEPT_ENCODING, "identity")
+        if let caFile = c.caFile { string(CURLOPT_CAINFO, caFile) }
+        if let proxy = c.proxy { string(CURLOPT_PROXY, proxy) }
+        if let validators = job.validators {
+            // Values were validated when they arrived (OriginHeaders): no CR/LF can get in.
+            if let etag = validators.etag { requestHeaders = curl_slist_append(requestHeaders, "If-None-Match: \(etag)") }
+            if let date = validators.lastModified {
+                requestHeaders = curl_slist_append(requestHeaders, "If-Modified-Since: \(date)")
+            }
+            Curl.check(thumbd_curl_setopt_ptr(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(requestHeaders)), "HTTPHEADER")
+        }
         long(CURLOPT_NOPROGRESS, 0)
         Curl.check(thumbd_curl_setopt_datafn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, user in
             Transfer.from(user).receive(data, size * count)
@@ -140,7 +155,11 @@ final class Transfer {
         guard verdict == nil else { return thumbd_curl_socket_bad }  // one refusal refuses the fetch
         var bytes = [UInt8](repeating: 0, count: 16)
         let length = bytes.withUnsafeMutableBufferPointer { thumbd_curl_sockaddr_ip(address, $0.baseAddress) }
-        guard let ip = IPAddress(bytes: Array(bytes.prefix(Int(length)))), configuration.connectCheck.allowsAddress(ip) else {
+        // Through a proxy, the only connection made is to the proxy the operator configured;
+        // the origin's name is resolved (and must be policed) there.
+        guard let ip = IPAddress(bytes: Array(bytes.prefix(Int(length)))),
+              configuration.proxy != nil || configuration.connectCheck.allowsAddress(ip)
+        else {
             verdict = .addressRefused
             return thumbd_curl_socket_bad
         }
@@ -154,7 +173,7 @@ final class Transfer {
     /// Called after each connection is made or reused (every redirect hop too), before the
     /// request is sent: refuses a host outside the allow list, and checks the address again.
     private func connected(to primaryIP: String) -> Int {
-        if let address = IPAddress(primaryIP), !configuration.connectCheck.allowsAddress(address) {
+        if configuration.proxy == nil, let address = IPAddress(primaryIP), !configuration.connectCheck.allowsAddress(address) {
             verdict = .addressRefused
             return thumbd_curl_prereq_abort
         }
@@ -190,6 +209,12 @@ final class Transfer {
         switch code {
         case CURLE_OK:
             let status = responseCode
+            if status == 304, job.validators != nil {
+                // The stored copy is current: its freshness is renewed from these headers.
+                return .success(UpstreamResponse(
+                    status: 304, body: .empty, etag: headers.etag, lastModified: headers.lastModified,
+                    cacheControl: headers.cacheControl, expires: headers.expires, date: headers.date))
+            }
             guard status == 200 else { return .failure(.status(status)) }
             if lastProgress.received != Int64(body.count) {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))

@@ -15,9 +15,15 @@ public final class TransferLoop: Sendable {
     /// The loop's limits and the transfers' settings, in its own terms.
     public struct Configuration: Sendable {
         /// Transfers running at once, all hosts together.
-        public var maxConcurrent = 64
-        /// Transfers running at once to one host.
-        public var maxPerHost = 8
+        public var maxConcurrent = 256
+        /// Transfers running at once to one host: a politeness cap, off (0) by default.
+        /// Over HTTP/2 many transfers share one connection, so the limit that protects an
+        /// origin is `maxConnectionsPerHost`.
+        public var maxPerHost = 0
+        /// Connections open at once to one host (curl's `CURLMOPT_MAX_HOST_CONNECTIONS`):
+        /// over HTTP/1.1 one per running transfer, over HTTP/2 one carries many. A transfer
+        /// past it waits inside curl for a connection.
+        public var maxConnectionsPerHost = 128
         /// Jobs waiting for a slot; past this `submit` refuses.
         public var maxQueued = 10_000
         public var connectTimeoutMilliseconds = 5_000
@@ -30,6 +36,12 @@ public final class TransferLoop: Sendable {
         public var maxObjectBytes = 20 << 20
         public var maxRedirects = 5
         public var userAgent = "thumbd"
+        /// PEM file of the certificate authorities trusted for https origins; nil: the
+        /// system's. Verification is always on.
+        public var caFile: String?
+        /// Every fetch goes through this HTTP proxy (a parent cache), e.g.
+        /// `http://10.0.0.5:6081`; nil: straight to the origin.
+        public var proxy: String?
         /// Asked before every connect (every hop, every address tried): the caller's policy.
         public var connectCheck = ConnectCheck.anything
 
@@ -53,7 +65,7 @@ public final class TransferLoop: Sendable {
     public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.fetch")) {
         _ = Curl.initialized
         self.configuration = configuration
-        self.multi = MultiHandle()
+        self.multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost)
         let state = LoopState(multi: multi, configuration: configuration, logger: logger)
         let thread = Thread { [self] in
             ThreadName.set("thumbd-fetch")
@@ -144,10 +156,12 @@ private final class MultiHandle: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
     private var closed = false
 
-    init() {
+    init(maxConnectionsPerHost: Int) {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         handle = multi
+        // HTTP/2 origins: many transfers over one connection.
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
+        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
     }
 
     func wakeup() { curl_multi_wakeup(handle) }
@@ -175,7 +189,8 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         self.multi = multi
         self.configuration = configuration
         self.logger = logger
-        self.admission = Admission(maxConcurrent: configuration.maxConcurrent, maxPerHost: configuration.maxPerHost,
+        self.admission = Admission(maxConcurrent: configuration.maxConcurrent,
+                                   maxPerHost: configuration.maxPerHost > 0 ? configuration.maxPerHost : Int.max,
                                    host: { $0.host }, priority: { $0.priority })
     }
 

@@ -53,6 +53,8 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
         package var requests: [String: Int]
         package var aborted: [String: Int]
         package var order: [String]
+        /// Conditional requests answered 304, by path.
+        package var notModified: [String: Int]
     }
 
     package func stats() async throws -> Stats {
@@ -62,6 +64,7 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
 
     package func requests(_ path: String) async throws -> Int { try await stats().requests[path] ?? 0 }
     package func aborted(_ path: String) async throws -> Int { try await stats().aborted[path] ?? 0 }
+    package func notModified(_ path: String) async throws -> Int { try await stats().notModified[path] ?? 0 }
 
     package func release(_ gate: String) async throws {
         _ = try await request(port, "/__release/\(gate)")

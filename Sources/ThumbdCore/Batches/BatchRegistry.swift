@@ -142,18 +142,36 @@ final class BatchRegistry: Sendable {
         }
         let key = item.variant?.key(of: destination.url) ?? destination.url
         batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(destination.url) + item.query)
-        if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
+        let stored = source.cached(key)
+        let now = ObjectSource.now()
+        if let stored, stored.isFresh(at: now) {
             source.store.recordAccess(key)
             source.counters.count("hit")
             deliver(.success(stored), item, to: batch, index: index, cache: "hit")
             return
         }
+        let stale = stored?.status == 200 ? stored : nil
+        if let stale, source.servableStale(stale, at: now) {
+            // Within its grace, as for /thumb: the tile now, one refresh behind it.
+            source.store.recordAccess(key)
+            source.counters.count("stale")
+            if let variant = item.variant {
+                _ = variants.make(variant, of: destination, priority: .normal, stale: stale) { _, _ in }
+            } else {
+                source.refreshInBackground(destination, stale: stale)
+            }
+            deliver(.success(stale), item, to: batch, index: index, cache: "stale")
+            return
+        }
         let count: @Sendable (FlightOutcome, FlightRole) -> Void = { [self, counters = source.counters] outcome, role in
-            counters.count(role == .leader ? "miss" : "coalesced")
-            deliver(outcome, item, to: batch, index: index, cache: role == .leader ? "miss" : "coalesced")
+            let result = role == .follower ? "coalesced"
+                : (stale.map { old in (try? outcome.get()).map { $0.etag == old.etag && $0.fetchedAt > old.fetchedAt } ?? false } ?? false)
+                    ? "revalidated" : "miss"
+            counters.count(result)
+            deliver(outcome, item, to: batch, index: index, cache: result)
         }
         if let variant = item.variant {
-            let joined = variants.make(variant, of: destination, priority: item.priority, waiter: count)
+            let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, waiter: count)
             if let ready = joined.ready {
                 source.counters.count("coalesced")
                 deliver(ready, item, to: batch, index: index, cache: "coalesced")
@@ -163,7 +181,7 @@ final class BatchRegistry: Sendable {
             }
             return
         }
-        let joined = source.fetch(destination, priority: item.priority, waiter: count)
+        let joined = source.fetch(destination, priority: item.priority, stale: stale, waiter: count)
         if let ready = joined.ready {
             source.counters.count("coalesced")
             deliver(ready, item, to: batch, index: index, cache: "coalesced")

@@ -45,6 +45,11 @@ struct SettingsSection {
         reader.string(forKey: ConfigKey(key)) ?? fallback
     }
 
+    /// Nil when absent or empty.
+    func optionalString(_ key: String) -> String? {
+        reader.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     func strings(_ key: String, _ fallback: [String]) -> [String] {
         if let list = reader.stringArray(forKey: ConfigKey(key)) { return list.filter { !$0.isEmpty } }
         if let one = reader.string(forKey: ConfigKey(key)) {  // "a,b" from the environment

@@ -14,6 +14,10 @@ public struct StoreConfiguration: Sendable {
     /// `store.memoryBytes`: recently served objects also kept in memory, in front of SQLite
     /// (0 turns it off). Objects larger than 1/16 of it are never kept there.
     public var memoryBytes = 64 << 20
+    /// `store.graceSeconds`: an expired object is still answered at once for this long
+    /// (or the origin's longer `stale-while-revalidate`) while one background refresh
+    /// runs, as Varnish's default grace. 0 turns it off: requests wait for the refresh.
+    public var graceSeconds = 10
     /// `store.negativeTTLSeconds`: how long an upstream 404/410 is remembered.
     public var negativeTTLSeconds = 60
     /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
@@ -29,6 +33,7 @@ public struct StoreConfiguration: Sendable {
         maxTTLSeconds = try r.int("maxTTLSeconds", maxTTLSeconds)
         memoryBytes = try r.int("memoryBytes", memoryBytes)
         negativeTTLSeconds = try r.int("negativeTTLSeconds", negativeTTLSeconds)
+        graceSeconds = try r.int("graceSeconds", graceSeconds)
         accessFlushMilliseconds = try r.int("accessFlushMilliseconds", accessFlushMilliseconds)
         try validate()
     }
@@ -48,6 +53,7 @@ public struct StoreConfiguration: Sendable {
         try require(defaultTTLSeconds >= 0, "store.defaultTTLSeconds", "must not be negative")
         try require(maxTTLSeconds >= defaultTTLSeconds, "store.maxTTLSeconds", "must be at least store.defaultTTLSeconds")
         try require(memoryBytes >= 0, "store.memoryBytes", "must not be negative")
+        try require(graceSeconds >= 0, "store.graceSeconds", "must not be negative")
         try require(negativeTTLSeconds >= 0, "store.negativeTTLSeconds", "must not be negative")
         try require(accessFlushMilliseconds >= 10, "store.accessFlushMilliseconds", "must be at least 10")
     }

@@ -4,9 +4,14 @@ import Upstream
 /// How thumbd talks to origins. Keys live under `upstream.`.
 public struct UpstreamConfiguration: Sendable {
     /// `upstream.maxConcurrent`: transfers running at once, all hosts together.
-    public var maxConcurrent = 64
-    /// `upstream.maxPerHost`: transfers running at once to one host.
-    public var maxPerHost = 8
+    public var maxConcurrent = 256
+    /// `upstream.maxPerHost`: a politeness cap on transfers running at once to one host;
+    /// 0 (the default) for none beyond `maxConnectionsPerHost`.
+    public var maxPerHost = 0
+    /// `upstream.maxConnectionsPerHost`: connections open at once to one host. Over
+    /// HTTP/1.1 that is the transfers running to it; HTTP/2 origins multiplex many
+    /// transfers over one connection.
+    public var maxConnectionsPerHost = 128
     /// `upstream.maxQueued`: fetches waiting for a slot; past this a new fetch gets 503 at once.
     public var maxQueued = 10_000
     /// `upstream.connectTimeoutMilliseconds`: TCP + TLS connect.
@@ -30,6 +35,12 @@ public struct UpstreamConfiguration: Sendable {
     public var abortWhenAbandoned = true
     /// `upstream.userAgent`: the User-Agent sent to origins.
     public var userAgent = "thumbd/0.1 (+https://github.com/thumbd)"
+    /// `upstream.caFile`: a PEM file of certificate authorities to trust for https origins
+    /// instead of the system's. Verification itself cannot be turned off.
+    public var caFile: String?
+    /// `upstream.proxy`: an HTTP proxy every fetch goes through, e.g. a Varnish or nginx
+    /// parent cache shared by many machines (`http://cache.internal:6081`).
+    public var proxy: String?
 
     public init() {}
 
@@ -37,6 +48,7 @@ public struct UpstreamConfiguration: Sendable {
         let r = SettingsSection(reader, "upstream")
         maxConcurrent = try r.int("maxConcurrent", maxConcurrent)
         maxPerHost = try r.int("maxPerHost", maxPerHost)
+        maxConnectionsPerHost = try r.int("maxConnectionsPerHost", maxConnectionsPerHost)
         maxQueued = try r.int("maxQueued", maxQueued)
         connectTimeoutMilliseconds = try r.int("connectTimeoutMilliseconds", connectTimeoutMilliseconds)
         timeoutMilliseconds = try r.int("timeoutMilliseconds", timeoutMilliseconds)
@@ -48,6 +60,8 @@ public struct UpstreamConfiguration: Sendable {
         allowHosts = r.strings("allowHosts", allowHosts)
         abortWhenAbandoned = try r.bool("abortWhenAbandoned", abortWhenAbandoned)
         userAgent = r.string("userAgent", userAgent)
+        caFile = r.optionalString("caFile")
+        proxy = r.optionalString("proxy")
         try validate()
     }
 
@@ -56,6 +70,9 @@ public struct UpstreamConfiguration: Sendable {
         var loop = TransferLoop.Configuration()
         loop.maxConcurrent = maxConcurrent
         loop.maxPerHost = maxPerHost
+        loop.maxConnectionsPerHost = maxConnectionsPerHost
+        loop.caFile = caFile
+        loop.proxy = proxy
         loop.maxQueued = maxQueued
         loop.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         loop.timeoutMilliseconds = timeoutMilliseconds
@@ -70,7 +87,12 @@ public struct UpstreamConfiguration: Sendable {
 
     public func validate() throws {
         try require(maxConcurrent >= 1, "upstream.maxConcurrent", "must be positive")
-        try require(maxPerHost >= 1, "upstream.maxPerHost", "must be positive")
+        try require(maxPerHost >= 0, "upstream.maxPerHost", "must not be negative (0: no cap)")
+        try require(maxConnectionsPerHost >= 1, "upstream.maxConnectionsPerHost", "must be positive")
+        if let proxy {
+            try require(proxy.hasPrefix("http://") && proxy.count > 7 && !proxy.contains(where: { $0.isWhitespace }),
+                        "upstream.proxy", "must be an http:// URL")
+        }
         try require(maxQueued >= 0, "upstream.maxQueued", "must not be negative")
         try require(connectTimeoutMilliseconds >= 1, "upstream.connectTimeoutMilliseconds", "must be positive")
         try require(timeoutMilliseconds >= 1, "upstream.timeoutMilliseconds", "must be positive")

@@ -31,6 +31,7 @@ public final class Thumbd: Service, Sendable {
         let batches: BatchRegistry
         let stage: ProcessingStage
         let server: HTTPServer
+        let variants: VariantSource
     }
 
     public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
@@ -63,6 +64,9 @@ public final class Thumbd: Service, Sendable {
 
     /// Memory held by finished batches kept for their retention.
     public var keptBatchBytes: Int { parts.batches.keptFinishedBytes }
+
+    /// Thumbnails made (resizes run) since start.
+    public var thumbnailsMade: Int { parts.variants.resizes }
 
     /// Open `text/event-stream` responses.
     public var openEventStreams: Int { parts.batches.openStreams }
@@ -126,7 +130,8 @@ public final class Thumbd: Service, Sendable {
             return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
         }
         phase.withLock {
-            $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server))
+            $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
+                                  variants: variants))
         }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",

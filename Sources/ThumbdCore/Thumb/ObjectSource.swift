@@ -43,14 +43,21 @@ final class ObjectSource: Sendable {
     }
 
     /// Joins (or starts) the fetch of `destination`; `waiter` gets the outcome exactly once
-    /// unless the ticket leaves first.
-    func fetch(_ destination: DestinationPolicy.Destination, priority: Priority,
+    /// unless the ticket leaves first. With the `stale` stored copy the fetch is
+    /// conditional: a `304` renews that copy instead of downloading it again.
+    func fetch(_ destination: DestinationPolicy.Destination, priority: Priority, stale: CachedObject? = nil,
                waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
         let key = destination.url
+        let stale = stale?.status == 200 ? stale : nil
         let joined = coalescer.join(key: key, priority: priority, waiter: waiter) {
-            FetchJob(url: destination.url, host: destination.host, priority: priority) { [self] job, result in
+            let validators = stale.map { Validators(etag: $0.upstreamETag, lastModified: $0.lastModified) }
+            let started = ContinuousClock.now
+            return FetchJob(url: destination.url, host: destination.host, priority: priority, validators: validators) {
+                [self] job, result in
                 // Called on the transfer loop, which only hands the bytes over.
-                stage.submit { [self] in finish(job, key: key, url: destination.url, result: result) }
+                stage.submit { [self] in
+                    finish(job, key: key, url: destination.url, stale: stale, result: result, started: started)
+                }
             }
         }
         guard let job = joined.job, joined.ready == nil else { return joined }
@@ -68,10 +75,33 @@ final class ObjectSource: Sendable {
         if let job = coalescer.leave(ticket) { loop.cancel(job) }
     }
 
+    /// Seconds `object` may still be answered after it expired, while it is refreshed.
+    func grace(of object: CachedObject) -> Int {
+        Freshness.grace(of: object.graceSeconds, configured: configuration.store.graceSeconds)
+    }
+
+    /// Whether an expired `object` may be answered at once (then `refreshInBackground`):
+    /// an image, within its grace.
+    func servableStale(_ object: CachedObject, at now: Int64) -> Bool {
+        object.status == 200 && now < object.expiresAt + Int64(grace(of: object))
+    }
+
+    /// Starts (or joins) the one refresh of an expired object that is being answered stale;
+    /// nobody waits for it, and it is never abandoned.
+    func refreshInBackground(_ destination: DestinationPolicy.Destination, stale: CachedObject) {
+        let joined = fetch(destination, priority: .normal, stale: stale) { _, _ in }
+        _ = joined
+    }
+
     /// On the processing stage: checks the bytes, makes the object, answers the waiters, then
     /// submits the store write.
-    private func finish(_ job: FetchJob, key: String, url: String, result: Result<UpstreamResponse, UpstreamError>) {
+    private func finish(_ job: FetchJob, key: String, url: String, stale: CachedObject?,
+                        result: Result<UpstreamResponse, UpstreamError>, started: ContinuousClock.Instant) {
         let now = Self.now()
+        if case .success(let response) = result, response.status == 304, let stale {
+            revalidated(stale, by: response, job: job, key: key, now: now)
+            return
+        }
         // Judged by the bytes, not the origin's header (415).
         let checked = result.mapError(ThumbdError.init).flatMap { response -> Result<(UpstreamResponse, String), ThumbdError> in
             // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
@@ -90,7 +120,7 @@ final class ObjectSource: Sendable {
             let object = CachedObject(
                 key: key, url: url, status: 200, contentType: contentType, body: response.body,
                 etag: Self.etag(of: response.body), upstreamETag: response.etag, lastModified: response.lastModified,
-                fetchedAt: now, expiresAt: now + Int64(freshness.ttlSeconds))
+                fetchedAt: now, expiresAt: now + Int64(freshness.ttlSeconds), graceSeconds: freshness.graceSeconds)
             guard freshness.storable else {
                 coalescer.complete(key: key, job: job, with: .success(object))
                 return
@@ -118,6 +148,28 @@ final class ObjectSource: Sendable {
             }
             coalescer.complete(key: key, job: job, with: .failure(error))
         }
+    }
+
+    /// A `304`: the stored copy is current. Its lifetime is renewed from the headers the
+    /// origin sent with the 304 (or kept as it was when they say nothing about it), its
+    /// validators updated, and the body — not downloaded again — left as it is.
+    private func revalidated(_ stale: CachedObject, by response: UpstreamResponse, job: FetchJob, key: String, now: Int64) {
+        var object = stale
+        if Freshness.isExplicit(cacheControl: response.cacheControl, expires: response.expires) {
+            let freshness = Freshness.of(
+                cacheControl: response.cacheControl, expires: response.expires, date: response.date,
+                now: Date(timeIntervalSince1970: TimeInterval(now)),
+                defaultTTL: configuration.store.defaultTTLSeconds, maxTTL: configuration.store.maxTTLSeconds)
+            object.expiresAt = now + Int64(freshness.ttlSeconds)
+            object.graceSeconds = freshness.graceSeconds
+        } else {
+            object.expiresAt = now + max(0, stale.expiresAt - stale.fetchedAt)
+        }
+        object.fetchedAt = now
+        if let etag = response.etag { object.upstreamETag = etag }
+        if let lastModified = response.lastModified { object.lastModified = lastModified }
+        coalescer.complete(key: key, job: job, with: .success(object), keep: true)
+        store.refresh(object) { [coalescer] _ in coalescer.release(key: key, job: job) }
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }

@@ -40,7 +40,13 @@ struct ThumbHandler: Sendable {
                 maxAge: stored.remainingSeconds(at: now)))
         }
         let stale = stored?.status == 200 ? stored : nil
-        let joined = source.fetch(thumb.destination, priority: thumb.priority) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
+        if let stale, source.servableStale(stale, at: now) {
+            // Expired, within its grace: answered at once while one refresh runs behind it.
+            source.store.recordAccess(key)
+            source.refreshInBackground(thumb.destination, stale: stale)
+            return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now))
+        }
+        let joined = source.fetch(thumb.destination, priority: thumb.priority, stale: stale) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters))
         }
@@ -65,7 +71,12 @@ struct ThumbHandler: Sendable {
             return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now, vary: vary))
         }
         let stale = stored?.status == 200 ? stored : nil
-        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority) {
+        if let stale, source.servableStale(stale, at: now) {
+            source.store.recordAccess(key)
+            _ = variants.make(variant, of: thumb.destination, priority: .normal, stale: stale) { _, _ in }
+            return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now, vary: vary))
+        }
+        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority, stale: stale) {
             [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters, vary: vary))
@@ -84,20 +95,31 @@ struct ThumbHandler: Sendable {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
-            counters.count(role == .leader ? "miss" : "coalesced")
-            return image(object, cache: role == .leader ? "miss" : "coalesced", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
+            // The leader of a flight that confirmed the stored copy (a 304, or the same
+            // bytes again) says so; a follower says it waited.
+            let result = role == .follower ? "coalesced"
+                : (stale.map { $0.etag == object.etag && object.fetchedAt > $0.fetchedAt } ?? false) ? "revalidated" : "miss"
+            counters.count(result)
+            return image(object, cache: result, ifNoneMatch: ifNoneMatch, now: now, vary: vary)
         case .failure(let error):
             // Upstream is failing but we still hold the old copy: stale beats an error
-            // (not for 404/410, where the origin told us the image is gone).
-            if let stale, error.status >= 500 {
-                counters.count("stale")
-                var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
-                response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
-                return response
+            // (not for 404/410, where the origin told us the image is gone, and not when
+            // the origin said must-revalidate).
+            if let stale, error.status >= 500, stale.graceSeconds != Freshness.mustRevalidate {
+                return staleAnswer(stale, ifNoneMatch: ifNoneMatch, counters: counters, now: now, vary: vary)
             }
             let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
             return failure(error, cache: role == .leader ? "miss" : "coalesced", placeholder: placeholder, maxAge: maxAge)
         }
+    }
+
+    /// An expired copy, said to be one (`X-Thumbd-Cache: stale`, `max-age=0`, a `Warning`).
+    private static func staleAnswer(_ stale: CachedObject, ifNoneMatch: String?, counters: CacheCounters, now: Int64,
+                                    vary: Bool = false) -> Response {
+        counters.count("stale")
+        var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
+        response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
+        return response
     }
 
     static func image(_ object: CachedObject, cache: String, ifNoneMatch: String?, now: Int64, vary: Bool = false) -> Response {

@@ -32,8 +32,11 @@ final class VariantSource: Sendable {
     /// Thumbnails made since start.
     var resizes: Int { resizeCount.load(ordering: .relaxed) }
 
-    /// Joins (or starts) the making of `variant` of `destination`.
+    /// Joins (or starts) the making of `variant` of `destination`. With the `stale` stored
+    /// variant, an original that turns out unchanged (revalidated, or the same bytes)
+    /// renews that variant instead of resizing again.
     func make(_ variant: Variant, of destination: DestinationPolicy.Destination, priority: Priority,
+              stale: CachedObject? = nil,
               waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
         let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob() }
@@ -43,21 +46,23 @@ final class VariantSource: Sendable {
             flights.complete(key: key, job: job, with: .success(stored))
             return joined
         }
-        if let original = source.cached(destination.url), original.isFresh(at: ObjectSource.now()) {
-            source.stage.submit { [self] in resize(original, into: variant, key: key, job: job) }
+        let original = source.cached(destination.url)
+        if let original, original.isFresh(at: ObjectSource.now()) {
+            source.stage.submit { [self] in derive(from: original, variant, key: key, stale: stale, job: job) }
             return joined
         }
-        let fetch = source.fetch(destination, priority: priority) { [self] outcome, _ in
+        // The original is fetched (conditionally, when a stale copy of it is stored).
+        let fetch = source.fetch(destination, priority: priority, stale: original) { [self] outcome, _ in
             // On the processing stage already (the fetch's completion runs there).
             switch outcome {
-            case .success(let original): resize(original, into: variant, key: key, job: job)
+            case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job)
             case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
             }
         }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
-                case .success(let original): resize(original, into: variant, key: key, job: job)
+                case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job)
                 case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
                 }
             }
@@ -65,8 +70,25 @@ final class VariantSource: Sendable {
         return joined
     }
 
+    /// On the processing stage: the variant of a current `original`. A stale variant made
+    /// from these very bytes is renewed with the original's lifetime; otherwise it is made.
+    private func derive(from original: CachedObject, _ variant: Variant, key: String, stale: CachedObject?, job: ResizeJob) {
+        if let stale, original.status == 200, stale.upstreamETag == original.etag {
+            var renewed = stale
+            renewed.fetchedAt = original.fetchedAt
+            renewed.expiresAt = original.expiresAt
+            renewed.graceSeconds = original.graceSeconds
+            renewed.lastModified = original.lastModified
+            flights.complete(key: key, job: job, with: .success(renewed), keep: true)
+            source.store.refresh(renewed) { [flights] _ in flights.release(key: key, job: job) }
+            return
+        }
+        resize(original, into: variant, key: key, job: job)
+    }
+
     /// On the processing stage: resizes, answers every waiter, then stores the variant. It
-    /// inherits the original's freshness: it expires with it.
+    /// inherits the original's freshness: it expires with it; and it records which bytes it
+    /// was made from (the original's ETag), so that it can be renewed with them.
     private func resize(_ original: CachedObject, into variant: Variant, key: String, job: ResizeJob) {
         guard original.status == 200 else {
             flights.complete(key: key, job: job, with: .failure(.upstreamStatus(original.status)))
@@ -89,8 +111,8 @@ final class VariantSource: Sendable {
         resizeCount.add(1, ordering: .relaxed)
         let object = CachedObject(
             key: key, url: original.url, status: 200, contentType: made.format.mimeType, body: made.body,
-            etag: ObjectSource.etag(of: made.body), lastModified: original.lastModified,
-            fetchedAt: original.fetchedAt, expiresAt: original.expiresAt)
+            etag: ObjectSource.etag(of: made.body), upstreamETag: original.etag, lastModified: original.lastModified,
+            fetchedAt: original.fetchedAt, expiresAt: original.expiresAt, graceSeconds: original.graceSeconds)
         flights.complete(key: key, job: job, with: .success(object), keep: true)
         source.store.insert(object) { [flights] _ in flights.release(key: key, job: job) }
     }

@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+import ThumbdTesting
+
+/// Expiry against a real origin that sends `ETag`, `Last-Modified` and `max-age=1`, and
+/// answers a matching `If-None-Match` with 304.
+@Suite("Revalidation and serving stale")
+struct RevalidationTests {
+    /// Waits until an object stored with `max-age=1` has expired (whole seconds: up to 2 s).
+    private func expire() async throws { try await Task.sleep(for: .milliseconds(2100)) }
+
+    @Test("an expired image is revalidated with If-None-Match: a 304 renews it without a download")
+    func notModified() async throws {
+        try await withOriginAndDaemon({ $0.store.graceSeconds = 0 }) { origin, daemon in
+            let target = origin.thumb("/validated/a")
+            let first = try await request(daemon.port, target)
+            #expect(first.status == 200)
+            #expect(first[header: "X-Thumbd-Cache"] == "miss")
+            try await expire()
+            let second = try await request(daemon.port, target)
+            #expect(second.status == 200)
+            #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
+            #expect(second.body == first.body)
+            #expect(second[header: "ETag"] == first[header: "ETag"])
+            #expect(try await origin.requests("/validated/a") == 2)
+            #expect(try await origin.notModified("/validated/a") == 1)
+            // Renewed for another max-age: a hit, no third request.
+            let third = try await request(daemon.port, target)
+            #expect(third[header: "X-Thumbd-Cache"] == "hit")
+            #expect(try await origin.requests("/validated/a") == 2)
+        }
+    }
+
+    @Test("a changed image is downloaded again: the 200 replaces the stored copy")
+    func changed() async throws {
+        try await withOriginAndDaemon({ $0.store.graceSeconds = 0 }) { origin, daemon in
+            try await origin.put("c", ThumbnailTests.thumbnailer.testImage(width: 20, height: 10, format: .png).array)
+            let target = origin.thumb("/validated/c")
+            let first = try await request(daemon.port, target)
+            #expect(first.status == 200)
+            try await origin.put("c", ThumbnailTests.thumbnailer.testImage(width: 30, height: 10, format: .png).array)
+            try await expire()
+            let second = try await request(daemon.port, target)
+            #expect(second.status == 200)
+            #expect(second[header: "X-Thumbd-Cache"] == "miss")
+            #expect(second.body != first.body)
+            #expect(second.body == (try await origin.direct("/validated/c")))
+            #expect(try await origin.notModified("/validated/c") == 0)
+        }
+    }
+
+    @Test("within the grace, 50 clients get the stale copy at once and the origin sees one refresh")
+    func staleWhileRevalidate() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            // The refresh is slow (300 ms): the stale answers must not wait for it.
+            let target = origin.thumb("/validated/s?delay=300")
+            #expect(try await request(daemon.port, target).status == 200)
+            try await expire()
+            let started = ContinuousClock.now
+            let results = try await withThrowingTaskGroup(of: HTTPResult.self) { group in
+                for _ in 0..<50 { group.addTask { try await request(daemon.port, target) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(results.allSatisfy { $0.status == 200 && $0[header: "X-Thumbd-Cache"] == "stale" })
+            #expect(elapsed < .milliseconds(300), "stale answers waited for the refresh: \(elapsed)")
+            // One background refresh, conditional, answered 304; then hits.
+            #expect(try await eventually { try await origin.notModified("/validated/s") == 1 })
+            #expect(try await eventually {
+                try await request(daemon.port, target)[header: "X-Thumbd-Cache"] == "hit"
+            })
+            #expect(try await origin.requests("/validated/s") == 2)
+        }
+    }
+
+    @Test("must-revalidate is honoured: no stale answer, the client waits for the 304")
+    func mustRevalidate() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let target = origin.thumb("/validated/m?cc=" + "max-age=1, must-revalidate".queryEncoded)
+            #expect(try await request(daemon.port, target).status == 200)
+            try await expire()
+            let second = try await request(daemon.port, target)
+            #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
+            #expect(try await origin.notModified("/validated/m") == 1)
+        }
+    }
+
+    @Test("a thumbnail follows its original: a 304 renews the variant without a second resize")
+    func variantFollowsOriginal() async throws {
+        try await withOriginAndDaemon({ $0.store.graceSeconds = 0 }) { origin, daemon in
+            let target = origin.thumb("/validated/v", "&w=32")
+            let first = try await request(daemon.port, target)
+            #expect(first.status == 200)
+            #expect(daemon.thumbd.thumbnailsMade == 1)
+            try await expire()
+            let second = try await request(daemon.port, target)
+            #expect(second.status == 200)
+            #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
+            #expect(second.body == first.body)
+            #expect(daemon.thumbd.thumbnailsMade == 1)
+            #expect(try await origin.notModified("/validated/v") == 1)
+        }
+    }
+}
