@@ -183,9 +183,13 @@ class Handler(BaseHTTPRequestHandler):
                        ("Cache-Control", q.get("cc", "max-age=1"))]
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
                 return
+            if "gate" in q and REQUESTS.get(path, 0) > 1 and not self.wait(60, path, until=gate(q["gate"])):
+                return  # a gate holds every request after the first, until released
             if self.headers.get("If-None-Match") == etag:
                 count(NOT_MODIFIED, path)
                 self.send_response(304)
+                if "cc304" in q:  # the 304 may renew with a lifetime of its own
+                    headers[2] = ("Cache-Control", q["cc304"])
                 for name_, value in headers:
                     self.send_header(name_, value)
                 self.end_headers()

@@ -42,6 +42,7 @@ public final class CacheStore: Sendable {
     /// The last write failure, while writes fail (cleared by the next success).
     private let writeFailure = Mutex<WriteFailure?>(nil)
     private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
+    private let failedWrites = Atomic<Int>(0)
     private let reserve: SpaceReserve
     /// The writer's totals as of its last operation, so that reading them (`/stats`) never
     /// waits behind a write.
@@ -119,8 +120,10 @@ public final class CacheStore: Sendable {
     /// the memory layer (so the next request is a hit, not a second fetch); if the commit
     /// fails it is taken out again.
     public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        hot.put(object)
-        writerQueue.async { [self] in
+        var kept = object
+        kept.revalidated = false
+        hot.put(kept)
+        writerQueue.async { [self, object = kept] in
             let result = Result { () throws -> Void in
                 try writer.insert(object, lastAccess: Self.nowMilliseconds())
                 try evictIfNeeded()
@@ -140,8 +143,10 @@ public final class CacheStore: Sendable {
     /// body (`object.body` must be the stored one: it is written only when the row has
     /// gone meanwhile). Visible at once through the memory layer, like `insert`.
     public func refresh(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        hot.put(object)
-        writerQueue.async { [self] in
+        var kept = object
+        kept.revalidated = false
+        hot.put(kept)
+        writerQueue.async { [self, object = kept] in
             let result = Result { () throws -> Void in
                 if try !writer.refresh(object, lastAccess: Self.nowMilliseconds()) {
                     try writer.insert(object, lastAccess: Self.nowMilliseconds())
@@ -197,12 +202,16 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Writes that failed since the store was opened.
+    public var writeFailures: Int { failedWrites.load(ordering: .relaxed) }
+
     /// Nil while writes succeed; the failure while they do not.
     public var writeHealth: WriteFailure? { writeFailure.withLock { $0 } }
 
     /// On the writer queue, after any failed write: counters are made true again, space is
     /// given back, and the condition is reported (at a bounded rate).
     private func writeFailed(_ error: any Error, context: String) {
+        failedWrites.add(1, ordering: .relaxed)
         writer.recover()
         let reason: String
         if let error = error as? SQLiteError, error.code & 0xFF == 13 {  // SQLITE_FULL

@@ -18,6 +18,9 @@ public struct CachedObject: Sendable, Equatable {
     /// (`stale-while-revalidate`), or -1 when it must be revalidated first. The product
     /// interprets it; the store only keeps it.
     public var graceSeconds: Int
+    /// Set on the copy an origin's 304 has just renewed, for the answers of that one
+    /// flight; never stored (the store keeps and returns copies with it unset).
+    public var revalidated = false
 
     public init(
         key: String, url: String, status: Int, contentType: String, body: Bytes, etag: String,

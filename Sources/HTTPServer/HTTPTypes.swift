@@ -122,4 +122,47 @@ public protocol HTTPHandler: Sendable {
     /// The answer to one of the server's own refusals; its status must be `refusal.status`.
     /// Called once per kind at start for the answers written straight to a socket.
     func render(_ refusal: ServerRefusal) -> Response
+    /// A request that reached `handle` is over: its answer was sent (or the client left).
+    /// Called on a server thread; for access logs and metrics, so it must be quick.
+    func finished(_ exchange: Exchange)
+}
+
+extension HTTPHandler {
+    public func finished(_ exchange: Exchange) {}
+}
+
+/// One request and its answer, once the connection is done with them.
+public struct Exchange: Sendable {
+    public var method: String
+    public var path: String
+    public var query: [String: String]
+    /// The status sent; 499 when the client left before its answer (as nginx logs it).
+    public var status: Int
+    /// Every header of the answer: the handler's and those added through the context.
+    public var headers: [(String, String)]
+    /// The body's length; nil for a streamed body.
+    public var bodyBytes: Int?
+    /// From the request's headers being read to the answer being sent.
+    public var duration: Duration
+
+    public init(method: String, path: String, query: [String: String], status: Int, headers: [(String, String)],
+                bodyBytes: Int?, duration: Duration) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.status = status
+        self.headers = headers
+        self.bodyBytes = bodyBytes
+        self.duration = duration
+    }
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.0.caseInsensitiveCompare(name) }?.1
+    }
+}
+
+extension String {
+    fileprivate func caseInsensitiveCompare(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && zip(utf8, other.utf8).allSatisfy { a, b in a | 0x20 == b | 0x20 }
+    }
 }

@@ -16,7 +16,13 @@ public final class RequestContext: Sendable, SocketObserver {
         var body: [UInt8] = []
         var bodyTooLarge = false
         var extraHeaders: [(String, String)] = []
+        /// What `finished` reports: the request as the handler saw it, and what was sent.
+        var request: (method: String, path: String, query: [String: String])?
+        var sent: (status: Int, headers: [(String, String)], bytes: Int?)?
     }
+
+    /// When the request's headers were in.
+    let started = ContinuousClock.now
 
     private let state = Mutex(State())
     /// The MHD connection: used on MHD's threads, except `MHD_resume_connection`, which MHD
@@ -137,11 +143,27 @@ public final class RequestContext: Sendable, SocketObserver {
         for handler in handlers { handler() }
     }
 
-    func finish() {
-        state.withLock { state in
+    /// The request the handler was given.
+    func handed(_ request: Request) {
+        state.withLock { $0.request = (request.method, request.path, request.query) }
+    }
+
+    /// The answer queued for it (its headers include the context's extra ones).
+    func sent(_ response: Response, headers: [(String, String)]) {
+        state.withLock { $0.sent = (response.status, headers, response.stream == nil ? response.body.count : nil) }
+    }
+
+    /// The connection is done with this request: what it was and what it got, if it
+    /// reached the handler.
+    func finish() -> Exchange? {
+        state.withLock { state -> Exchange? in
             state.finished = true
             if let token = state.watchToken { server.watcher.unwatch(token) }
             state.watchToken = nil
+            guard let request = state.request else { return nil }
+            let sent = state.sent ?? (499, [], 0)
+            return Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
+                            headers: sent.headers, bodyBytes: sent.bytes, duration: ContinuousClock.now - started)
         }
     }
 }

@@ -120,19 +120,21 @@ final class ServerCore: Sendable {
                 method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.queryArguments(connection),
                 headers: Self.headers(connection, names: requestHeaders), body: body, isHTTP11: http11)
+            context.handed(request)
             switch handler.handle(request, context: context) {
             case .response(let response):
-                return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, http11: http11)
+                return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, http11: http11,
+                                  context: context)
             case .suspend:
                 switch context.suspend() {
                 case .suspended: return .YES
                 case .alreadyAnswered: break
-                case .refused: return Self.queue(handler.render(.shuttingDown), on: connection, core: self)
+                case .refused: return Self.queue(handler.render(.shuttingDown), on: connection, core: self, context: context)
                 }
             }
         }
         if let response = context.takeResponse() {
-            return Self.queue(response, on: connection, core: self, extra: context.extraHeaders)
+            return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, context: context)
         }
         logger.error("server.access called again without a response")
         return Self.queue(handler.render(.noResponse), on: connection, core: self)
@@ -142,12 +144,16 @@ final class ServerCore: Sendable {
         if let connection { connections.completed(thumbd_mhd_connection_fd(connection)) }
         guard let pointer = slot.pointee else { return }
         slot.pointee = nil
-        Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish()
+        if let exchange = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish() {
+            handler.finished(exchange)
+        }
         counts.withLock { $0.active -= 1; return $0.reached() }.forEach { $0.signal() }
     }
 
     private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
-                              extra: [(String, String)] = [], http11: Bool = false) -> MHD_Result {
+                              extra: [(String, String)] = [], http11: Bool = false,
+                              context: RequestContext? = nil) -> MHD_Result {
+        context?.sent(response, headers: extra.isEmpty ? response.headers : response.headers + extra)
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.

@@ -59,6 +59,8 @@ public final class TransferLoop: Sendable {
     /// Jobs submitted and not yet completed (queued + running).
     private let outstanding = Mutex(0)
     private let configuration: Configuration
+    /// Transfers running and waiting, as of the loop's last turn.
+    private let published = Mutex(Load(running: 0, queued: 0))
     private let finished = DispatchSemaphore(value: 0)
     private let running = Mutex(true)
 
@@ -70,6 +72,7 @@ public final class TransferLoop: Sendable {
         let thread = Thread { [self] in
             ThreadName.set("thumbd-fetch")
             state.onFinished = { [self] in outstanding.withLock { $0 -= 1 } }
+            state.publish = { [self] load in published.withLock { $0 = load } }
             run(state)
             finished.signal()
         }
@@ -88,6 +91,14 @@ public final class TransferLoop: Sendable {
         send(.submit(job))
         return true
     }
+
+    public struct Load: Sendable, Equatable {
+        public var running: Int
+        public var queued: Int
+    }
+
+    /// Transfers running and waiting for a slot, as of the loop's last turn (for metrics).
+    public var load: Load { published.withLock { $0 } }
 
     /// Stops `job` if it is queued or running; it then completes with `.cancelled`.
     public func cancel(_ job: FetchJob) { send(.cancel(job)) }
@@ -129,6 +140,7 @@ public final class TransferLoop: Sendable {
             state.admit()
             state.perform()
             if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
+            state.publishLoad()
             state.poll(timeoutMilliseconds: 1000)
         }
     }
@@ -184,6 +196,9 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
     private var running: [UnsafeMutableRawPointer: Transfer] = [:]
     /// Called once per job that leaves the loop (done, cancelled or aborted).
     var onFinished: () -> Void = {}
+    var publish: (TransferLoop.Load) -> Void = { _ in }
+
+    func publishLoad() { publish(TransferLoop.Load(running: running.count, queued: admission.queued.count)) }
 
     init(multi: MultiHandle, configuration: TransferLoop.Configuration, logger: Logger) {
         self.multi = multi

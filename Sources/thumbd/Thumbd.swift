@@ -179,7 +179,7 @@ struct Stats: ParsableCommand {
         let lines = [
             "objects      \(stats.objects)",
             "bytes        \(Warmer.size(Double(stats.bytes))) of \(Warmer.size(Double(stats.maxBytes)))",
-            "hit ratio    \(String(format: "%.1f%%", stats.hitRatio * 100)) (hits \(stats.hits), misses \(stats.misses), coalesced \(stats.coalesced), stale \(stats.stale))",
+            "hit ratio    \(String(format: "%.1f%%", stats.hitRatio * 100)) (hits \(stats.hits), misses \(stats.misses), coalesced \(stats.coalesced), stale \(stats.stale), revalidated \(stats.revalidated))",
             "evictions    \(stats.evictions)",
             "in flight    \(stats.fetchesInFlight) fetches, \(stats.waitingRequests) waiting requests, \(stats.openEventStreams) event streams",
         ] + (stats.storeWritable ? [] : ["store        NOT WRITABLE (see /healthz): serving, not storing"])

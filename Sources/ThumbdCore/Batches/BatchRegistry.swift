@@ -146,7 +146,7 @@ final class BatchRegistry: Sendable {
         let now = ObjectSource.now()
         if let stored, stored.isFresh(at: now) {
             source.store.recordAccess(key)
-            source.counters.count("hit")
+            source.counters.count(.hit)
             deliver(.success(stored), item, to: batch, index: index, cache: "hit")
             return
         }
@@ -154,7 +154,7 @@ final class BatchRegistry: Sendable {
         if let stale, source.servableStale(stale, at: now) {
             // Within its grace, as for /thumb: the tile now, one refresh behind it.
             source.store.recordAccess(key)
-            source.counters.count("stale")
+            source.counters.count(.stale)
             if let variant = item.variant {
                 _ = variants.make(variant, of: destination, priority: .normal, stale: stale) { _, _ in }
             } else {
@@ -164,16 +164,14 @@ final class BatchRegistry: Sendable {
             return
         }
         let count: @Sendable (FlightOutcome, FlightRole) -> Void = { [self, counters = source.counters] outcome, role in
-            let result = role == .follower ? "coalesced"
-                : (stale.map { old in (try? outcome.get()).map { $0.etag == old.etag && $0.fetchedAt > old.fetchedAt } ?? false } ?? false)
-                    ? "revalidated" : "miss"
+            let result = CacheResult.of(role, try? outcome.get())
             counters.count(result)
-            deliver(outcome, item, to: batch, index: index, cache: result)
+            deliver(outcome, item, to: batch, index: index, cache: result.rawValue)
         }
         if let variant = item.variant {
             let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, waiter: count)
             if let ready = joined.ready {
-                source.counters.count("coalesced")
+                source.counters.count(.coalesced)
                 deliver(ready, item, to: batch, index: index, cache: "coalesced")
             } else {
                 // Progress is the original's download, when one runs.
@@ -183,7 +181,7 @@ final class BatchRegistry: Sendable {
         }
         let joined = source.fetch(destination, priority: item.priority, stale: stale, waiter: count)
         if let ready = joined.ready {
-            source.counters.count("coalesced")
+            source.counters.count(.coalesced)
             deliver(ready, item, to: batch, index: index, cache: "coalesced")
         } else {
             batch.attach(index, ticket: joined.ticket, job: joined.flight)

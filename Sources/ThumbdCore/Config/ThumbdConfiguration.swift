@@ -11,6 +11,8 @@ public struct ThumbdConfiguration: Sendable {
     public var upstream = UpstreamConfiguration()
     public var batches = BatchConfiguration()
     public var thumbnails = ThumbnailConfiguration()
+    public var metrics = MetricsConfiguration()
+    public var log = LogConfiguration()
 
     public init() {}
 
@@ -20,6 +22,8 @@ public struct ThumbdConfiguration: Sendable {
         upstream = try UpstreamConfiguration(reader: reader)
         batches = try BatchConfiguration(reader: reader)
         thumbnails = try ThumbnailConfiguration(reader: reader)
+        metrics = try MetricsConfiguration(reader: reader)
+        log = try LogConfiguration(reader: reader)
     }
 
     /// Loads the file (if any), the environment and the flag overrides, in that order of

@@ -65,7 +65,8 @@ extension Response {
     public static func error(_ error: ThumbdError, headers: [(String, String)] = []) -> Response {
         Response(
             status: error.status,
-            headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + headers,
+            headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store"),
+                      ("X-Thumbd-Error", error.code.rawValue)] + headers,
             body: error.jsonBody)
     }
 }

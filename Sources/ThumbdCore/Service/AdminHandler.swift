@@ -20,8 +20,8 @@ struct AdminHandler: Sendable {
             let now = status()
             let stats = DaemonStats(
                 objects: store.objects, bytes: store.bytes, maxBytes: maxBytes, evictions: store.evictions,
-                hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
-                coalesced: counters.coalesced.load(ordering: .relaxed), stale: counters.stale.load(ordering: .relaxed),
+                hits: counters[.hit], misses: counters[.miss], coalesced: counters[.coalesced], stale: counters[.stale],
+                revalidated: counters[.revalidated],
                 hitRatio: counters.hitRatio, fetchesInFlight: now.fetches, waitingRequests: now.waiting,
                 openEventStreams: now.streams, runningBatches: now.running, keptBatches: now.kept, thumbnails: variants.resizes,
                 storeWritable: source.store.writeHealth == nil)

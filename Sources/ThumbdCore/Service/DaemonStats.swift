@@ -8,7 +8,8 @@ public struct DaemonStats: Codable, Sendable, Equatable {
     public var misses: Int
     public var coalesced: Int
     public var stale: Int
-    /// hits / (hits + misses + coalesced + stale), since start.
+    public var revalidated: Int
+    /// hits / (hits + misses + coalesced + stale + revalidated), since start.
     public var hitRatio: Double
     public var fetchesInFlight: Int
     public var waitingRequests: Int

@@ -7,12 +7,22 @@ struct Router: HTTPHandler {
     let admin: AdminHandler
     let health: @Sendable () -> Health
     let requestGuard: RequestGuard
+    /// `/metrics` here; nil when it is off or served on its own listener.
+    let metricsRoute: MetricsHandler?
+    let metrics: DaemonMetrics
+    let log: RequestLog
 
     func render(_ refusal: ServerRefusal) -> Response {
         .error(ThumbdError(refusal))
     }
 
+    func finished(_ exchange: Exchange) {
+        metrics.record(exchange)
+        log.finished(exchange)
+    }
+
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+        context.addResponseHeaders([("X-Request-Id", RequestLog.id(for: request))])
         if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }
@@ -22,6 +32,8 @@ struct Router: HTTPHandler {
         switch request.path {
         case "/stats", "/cache":
             return admin.handle(request, context: context)
+        case "/metrics" where metricsRoute != nil:
+            return .response(metricsRoute!.exposition(request))
         case "/":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return .response(Response(status: 200, headers: [

@@ -32,6 +32,8 @@ public final class Thumbd: Service, Sendable {
         let stage: ProcessingStage
         let server: HTTPServer
         let variants: VariantSource
+        /// `/metrics` on its own address (`metrics.listen`), if configured.
+        let metricsServer: HTTPServer?
     }
 
     public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
@@ -68,6 +70,9 @@ public final class Thumbd: Service, Sendable {
     /// Thumbnails made (resizes run) since start.
     public var thumbnailsMade: Int { parts.variants.resizes }
 
+    /// The port of `/metrics`'s own listener (`metrics.listen`), if there is one.
+    public var metricsPort: UInt16? { parts.metricsServer?.port }
+
     /// Open `text/event-stream` responses.
     public var openEventStreams: Int { parts.batches.openStreams }
 
@@ -92,13 +97,33 @@ public final class Thumbd: Service, Sendable {
             store.close()
             throw ThumbdError(error)
         }
+        let metrics = DaemonMetrics()
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
-                                  configuration: configuration, logger: logger)
+                                  configuration: configuration, metrics: metrics, logger: logger)
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, logger: logger)
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy)
         let status = StatusBox()
         let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
+        }
+        let serverBox = ServerBox()
+        let metricsHandler = MetricsHandler(metrics: metrics) { [loop, store, batches] in
+            let counts = batches.counts
+            let load = loop.load
+            return DaemonMetrics.Snapshot(
+                upstreamRunning: load.running, upstreamQueued: load.queued, store: store.statistics(),
+                storeWriteFailures: store.writeFailures, eventStreams: batches.openStreams, batchesRunning: counts.running,
+                requestsWaiting: serverBox.server?.suspendedConnections ?? 0)
+        }
+        let metricsListen: ListenAddress?
+        do {
+            metricsListen = try configuration.metrics.listenAddress()
+        } catch {
+            loop.shutdown()
+            stage.drain()
+            batches.stop()
+            store.close()
+            throw error
         }
         let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
@@ -114,10 +139,26 @@ public final class Thumbd: Service, Sendable {
             return .ok
         }, requestGuard: RequestGuard(
             listenHost: serverConfiguration.listen.host,
-            allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins))
+            allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins),
+            metricsRoute: configuration.metrics.enabled && metricsListen == nil ? metricsHandler : nil,
+            metrics: metrics,
+            log: RequestLog(access: configuration.log.access ? Logger(label: "thumbd.access") : nil))
         let server: HTTPServer
-        do {
+        let metricsServer: HTTPServer?
+        do throws(HTTPServerError) {
             server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
+            serverBox.set(server)
+            do throws(HTTPServerError) {
+                var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
+                metricsConfiguration.threads = 1
+                metricsConfiguration.maxConnections = 64
+                metricsConfiguration.serverHeader = "thumbd"
+                metricsServer = metricsListen == nil ? nil
+                    : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
+            } catch {
+                server.stop()
+                throw error
+            }
         } catch {
             loop.shutdown()
             stage.drain()
@@ -131,7 +172,7 @@ public final class Thumbd: Service, Sendable {
         }
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants))
+                                  variants: variants, metricsServer: metricsServer))
         }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
@@ -176,10 +217,18 @@ public final class Thumbd: Service, Sendable {
             logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(parts.server.suspendedConnections)"])
         }
         parts.server.stop()
+        parts.metricsServer?.stop()
         parts.batches.stop()
         parts.store.close()
         logger.info("thumbd.stopped")
     }
+}
+
+/// Lets `/metrics` read the server, which is made after its handler.
+private final class ServerBox: Sendable {
+    private let box = Mutex<HTTPServer?>(nil)
+    func set(_ server: HTTPServer) { box.withLock { $0 = server } }
+    var server: HTTPServer? { box.withLock { $0 } }
 }
 
 /// Lets `/stats` read parts that exist only once the server is up.

@@ -16,13 +16,16 @@ final class ObjectSource: Sendable {
     let loop: TransferLoop
     let stage: ProcessingStage
     let thumbnailer: Thumbnailer
-    let counters = CacheCounters()
+    let counters: CacheCounters
+    let metrics: DaemonMetrics
     private let configuration: ThumbdConfiguration
     private let logger: Logger
     private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
 
     init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop, stage: ProcessingStage,
-         thumbnailer: Thumbnailer, configuration: ThumbdConfiguration, logger: Logger) {
+         thumbnailer: Thumbnailer, configuration: ThumbdConfiguration, metrics: DaemonMetrics, logger: Logger) {
+        self.metrics = metrics
+        self.counters = CacheCounters(metrics: metrics)
         self.stage = stage
         self.thumbnailer = thumbnailer
         self.store = store
@@ -98,6 +101,7 @@ final class ObjectSource: Sendable {
     private func finish(_ job: FetchJob, key: String, url: String, stale: CachedObject?,
                         result: Result<UpstreamResponse, UpstreamError>, started: ContinuousClock.Instant) {
         let now = Self.now()
+        metrics.fetched(result, duration: ContinuousClock.now - started)
         if case .success(let response) = result, response.status == 304, let stale {
             revalidated(stale, by: response, job: job, key: key, now: now)
             return
@@ -140,11 +144,16 @@ final class ObjectSource: Sendable {
             coalescer.complete(key: key, job: job, with: .failure(error), keep: true)
             store.insert(negative) { [coalescer] _ in coalescer.release(key: key, job: job) }
         case .failure(let error):
-            if error != .cancelled {
-                // Any page can make thumbd fetch what fails: at a bounded rate.
+            // Any page can make thumbd fetch what fails: every failure is counted by code
+            // (thumbd_upstream_errors_total); an origin's failure (5xx) is also logged, at a
+            // bounded rate, and a client's mistake (a refused or missing destination) only
+            // at debug level.
+            if error.status >= 500 {
                 failureLog.run { suppressed in
                     logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)", "log.suppressed": "\(suppressed)"])
                 }
+            } else if error != .cancelled {
+                logger.debug("fetch.refused", metadata: ["upstream.url": "\(url)", "error": "\(error)"])
             }
             coalescer.complete(key: key, job: job, with: .failure(error))
         }
@@ -166,6 +175,7 @@ final class ObjectSource: Sendable {
             object.expiresAt = now + max(0, stale.expiresAt - stale.fetchedAt)
         }
         object.fetchedAt = now
+        object.revalidated = true
         if let etag = response.etag { object.upstreamETag = etag }
         if let lastModified = response.lastModified { object.lastModified = lastModified }
         coalescer.complete(key: key, job: job, with: .success(object), keep: true)

@@ -31,7 +31,7 @@ struct ThumbHandler: Sendable {
         let now = ObjectSource.now()
         if let stored, stored.isFresh(at: now) {
             source.store.recordAccess(key)
-            source.counters.count("hit")
+            source.counters.count(.hit)
             if stored.status == 200 {
                 return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now))
             }
@@ -67,7 +67,7 @@ struct ThumbHandler: Sendable {
         let now = ObjectSource.now()
         if let stored, stored.isFresh(at: now) {
             source.store.recordAccess(key)
-            source.counters.count("hit")
+            source.counters.count(.hit)
             return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now, vary: vary))
         }
         let stale = stored?.status == 200 ? stored : nil
@@ -95,12 +95,9 @@ struct ThumbHandler: Sendable {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
-            // The leader of a flight that confirmed the stored copy (a 304, or the same
-            // bytes again) says so; a follower says it waited.
-            let result = role == .follower ? "coalesced"
-                : (stale.map { $0.etag == object.etag && object.fetchedAt > $0.fetchedAt } ?? false) ? "revalidated" : "miss"
+            let result = CacheResult.of(role, object)
             counters.count(result)
-            return image(object, cache: result, ifNoneMatch: ifNoneMatch, now: now, vary: vary)
+            return image(object, cache: result.rawValue, ifNoneMatch: ifNoneMatch, now: now, vary: vary)
         case .failure(let error):
             // Upstream is failing but we still hold the old copy: stale beats an error
             // (not for 404/410, where the origin told us the image is gone, and not when
@@ -116,7 +113,7 @@ struct ThumbHandler: Sendable {
     /// An expired copy, said to be one (`X-Thumbd-Cache: stale`, `max-age=0`, a `Warning`).
     private static func staleAnswer(_ stale: CachedObject, ifNoneMatch: String?, counters: CacheCounters, now: Int64,
                                     vary: Bool = false) -> Response {
-        counters.count("stale")
+        counters.count(.stale)
         var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
         response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
         return response
@@ -152,6 +149,7 @@ struct ThumbHandler: Sendable {
             return Response(status: error.status, headers: headers, body: Placeholder.png)
         }
         headers.append(("Content-Type", "application/json"))
+        headers.append(("X-Thumbd-Error", error.code.rawValue))
         return Response(status: error.status, headers: headers, body: error.jsonBody)
     }
 }

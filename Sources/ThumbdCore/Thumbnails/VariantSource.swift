@@ -79,6 +79,7 @@ final class VariantSource: Sendable {
             renewed.expiresAt = original.expiresAt
             renewed.graceSeconds = original.graceSeconds
             renewed.lastModified = original.lastModified
+            renewed.revalidated = true
             flights.complete(key: key, job: job, with: .success(renewed), keep: true)
             source.store.refresh(renewed) { [flights] _ in flights.release(key: key, job: job) }
             return
@@ -109,6 +110,7 @@ final class VariantSource: Sendable {
             return
         }
         resizeCount.add(1, ordering: .relaxed)
+        source.metrics.thumbnailMade()
         let object = CachedObject(
             key: key, url: original.url, status: 200, contentType: made.format.mimeType, body: made.body,
             etag: ObjectSource.etag(of: made.body), upstreamETag: original.etag, lastModified: original.lastModified,

@@ -1,0 +1,213 @@
+import BlobStore
+import CoreMetrics
+import Foundation
+import HTTPServer
+import Prometheus
+import Synchronization
+import Upstream
+
+/// What `GET /metrics` shows, in Prometheus's text format. Counters and histograms are
+/// swift-metrics instruments made by a swift-prometheus factory that belongs to this daemon
+/// (not the process-wide `MetricsSystem`, so several daemons in one test process keep
+/// their own numbers). Levels that something else already keeps — the store's totals, the
+/// transfer loop's queue, open streams, memory, files — are read when scraped.
+///
+/// Names follow Prometheus's conventions: `thumbd_` prefix, `_total` for counters,
+/// `_seconds` and `_bytes` for units; labels have small fixed sets of values (a route,
+/// not a path; an error code, not a message).
+final class DaemonMetrics: Sendable {
+    private let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+
+    private let requests = Mutex<[RequestKey: CoreMetrics.Counter]>([:])
+    private let requestDurations = Mutex<[String: CoreMetrics.Timer]>([:])
+    private let cacheResults: [CacheResult: CoreMetrics.Counter]
+    private let upstreamErrors = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let clientErrors = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let fetchDuration: CoreMetrics.Timer
+    private let fetchBytes: CoreMetrics.Counter
+    private let fetches: [FetchOutcome: CoreMetrics.Counter]
+    private let thumbnails: CoreMetrics.Counter
+    private let evictions: CoreMetrics.Counter
+    private let writeFailures: CoreMetrics.Counter
+    private let levels: [Level: CoreMetrics.Gauge]
+    /// The store's cumulative counts at the last scrape (its counters are fed the difference).
+    private let lastStoreCounts = Mutex((evictions: 0, writeFailures: 0))
+
+    private struct RequestKey: Hashable {
+        let route: String
+        let status: Int
+    }
+
+    enum FetchOutcome: String, CaseIterable {
+        case downloaded, notModified = "not_modified", failed
+    }
+
+    private enum Level: String, CaseIterable {
+        case upstreamInFlight = "thumbd_upstream_in_flight"
+        case upstreamQueued = "thumbd_upstream_queued"
+        case storeObjects = "thumbd_store_objects"
+        case storeBytes = "thumbd_store_bytes"
+        case eventStreams = "thumbd_event_streams_open"
+        case batchesRunning = "thumbd_batches_running"
+        case requestsWaiting = "thumbd_requests_waiting"
+        case residentMemory = "process_resident_memory_bytes"
+        case openFiles = "process_open_fds"
+    }
+
+    init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Fetches: from a loopback hit of a few ms to the 30 s timeout.
+        factory.durationHistogramBuckets["thumbd_upstream_fetch_duration_seconds"] = [
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30),
+        ]
+        // Requests: a hit takes well under a millisecond.
+        factory.durationHistogramBuckets["thumbd_http_request_duration_seconds"] = [
+            .microseconds(250), .milliseconds(1), .milliseconds(5), .milliseconds(25), .milliseconds(100),
+            .milliseconds(500), .milliseconds(2500), .seconds(10), .seconds(30),
+        ]
+        self.factory = factory
+        cacheResults = Dictionary(uniqueKeysWithValues: CacheResult.allCases.map {
+            ($0, CoreMetrics.Counter(label: "thumbd_cache_results_total", dimensions: [("result", $0.rawValue)], factory: factory))
+        })
+        fetches = Dictionary(uniqueKeysWithValues: FetchOutcome.allCases.map {
+            ($0, CoreMetrics.Counter(label: "thumbd_upstream_fetches_total", dimensions: [("outcome", $0.rawValue)], factory: factory))
+        })
+        fetchDuration = CoreMetrics.Timer(label: "thumbd_upstream_fetch_duration_seconds", factory: factory)
+        fetchBytes = CoreMetrics.Counter(label: "thumbd_upstream_received_bytes_total", factory: factory)
+        thumbnails = CoreMetrics.Counter(label: "thumbd_thumbnails_made_total", factory: factory)
+        evictions = CoreMetrics.Counter(label: "thumbd_store_evictions_total", factory: factory)
+        writeFailures = CoreMetrics.Counter(label: "thumbd_store_write_failures_total", factory: factory)
+        levels = Dictionary(uniqueKeysWithValues: Level.allCases.map {
+            ($0, CoreMetrics.Gauge(label: $0.rawValue, factory: factory))
+        })
+    }
+
+    // MARK: Recording (any thread)
+
+    /// One finished request: by route and status, its duration, and a client's mistake
+    /// (a 4xx thumbd itself answered) by error code.
+    func record(_ exchange: Exchange) {
+        let route = Self.route(of: exchange.path)
+        let key = RequestKey(route: route, status: exchange.status)
+        let counter = requests.withLock { counters in
+            if let known = counters[key] { return known }
+            let made = CoreMetrics.Counter(
+                label: "thumbd_http_requests_total", dimensions: [("route", route), ("status", String(exchange.status))],
+                factory: factory)
+            counters[key] = made
+            return made
+        }
+        counter.increment()
+        let timer = requestDurations.withLock { timers in
+            if let known = timers[route] { return known }
+            let made = CoreMetrics.Timer(label: "thumbd_http_request_duration_seconds", dimensions: [("route", route)],
+                                         factory: factory)
+            timers[route] = made
+            return made
+        }
+        timer.recordNanoseconds(Self.nanoseconds(exchange.duration))
+        if (400..<500).contains(exchange.status), let code = exchange.header("X-Thumbd-Error") {
+            Self.counter(in: clientErrors, label: "thumbd_client_errors_total", code: code, factory: factory).increment()
+        }
+    }
+
+    func count(_ result: CacheResult) { cacheResults[result]?.increment() }
+
+    /// One upstream fetch ended.
+    func fetched(_ result: Result<UpstreamResponse, UpstreamError>, duration: Duration) {
+        switch result {
+        case .success(let response):
+            fetchDuration.recordNanoseconds(Self.nanoseconds(duration))
+            fetches[response.status == 304 ? .notModified : .downloaded]?.increment()
+            fetchBytes.increment(by: Int64(response.body.count))
+        case .failure(.cancelled), .failure(.shuttingDown):
+            break  // nobody wanted it any more: not the origin's doing
+        case .failure(let error):
+            fetchDuration.recordNanoseconds(Self.nanoseconds(duration))
+            fetches[.failed]?.increment()
+            let code = ThumbdError(error).code.rawValue
+            Self.counter(in: upstreamErrors, label: "thumbd_upstream_errors_total", code: code, factory: factory).increment()
+        }
+    }
+
+    func thumbnailMade() { thumbnails.increment() }
+
+    // MARK: Scrape
+
+    /// The levels read now.
+    struct Snapshot {
+        var upstreamRunning: Int
+        var upstreamQueued: Int
+        var store: CacheStore.Statistics
+        var storeWriteFailures: Int
+        var eventStreams: Int
+        var batchesRunning: Int
+        var requestsWaiting: Int
+    }
+
+    /// The text format, with the levels of `snapshot` and of the process.
+    func exposition(_ snapshot: Snapshot) -> [UInt8] {
+        levels[.upstreamInFlight]?.record(snapshot.upstreamRunning)
+        levels[.upstreamQueued]?.record(snapshot.upstreamQueued)
+        levels[.storeObjects]?.record(snapshot.store.objects)
+        levels[.storeBytes]?.record(snapshot.store.bytes)
+        levels[.eventStreams]?.record(snapshot.eventStreams)
+        levels[.batchesRunning]?.record(snapshot.batchesRunning)
+        levels[.requestsWaiting]?.record(snapshot.requestsWaiting)
+        levels[.residentMemory]?.record(Self.residentBytes())
+        levels[.openFiles]?.record(Self.openFiles())
+        let (newEvictions, newFailures) = lastStoreCounts.withLock { last in
+            defer { last = (snapshot.store.evictions, snapshot.storeWriteFailures) }
+            return (snapshot.store.evictions - last.evictions, snapshot.storeWriteFailures - last.writeFailures)
+        }
+        if newEvictions > 0 { evictions.increment(by: Int64(newEvictions)) }
+        if newFailures > 0 { writeFailures.increment(by: Int64(newFailures)) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 << 10)
+        registry.emit(into: &buffer)
+        return buffer
+    }
+
+    // MARK: Helpers
+
+    /// The route a path belongs to: a small fixed set, so a scan of random paths cannot
+    /// grow the label space.
+    static func route(of path: String) -> String {
+        switch path {
+        case "/thumb", "/batches", "/stats", "/cache", "/healthz", "/metrics", "/": return path
+        default:
+            guard path.hasPrefix("/batches/") else { return "other" }
+            return path.hasSuffix("/events") ? "/batches/{id}/events" : "/batches/{id}"
+        }
+    }
+
+    private static func counter(in table: borrowing Mutex<[String: CoreMetrics.Counter]>, label: String, code: String,
+                                factory: PrometheusMetricsFactory) -> CoreMetrics.Counter {
+        table.withLock { counters in
+            if let known = counters[code] { return known }
+            let made = CoreMetrics.Counter(label: label, dimensions: [("code", code)], factory: factory)
+            counters[code] = made
+            return made
+        }
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// Resident set size from `/proc/self/statm` (pages × page size).
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * sysconf(Int32(_SC_PAGESIZE))
+    }
+
+    /// Open file descriptors: the entries of `/proc/self/fd`.
+    static func openFiles() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Support
+import HTTPServer
+import Logging
+
+/// `X-Request-Id` and the access log. Every answer carries an id: the client's own when it
+/// sent a sane one (a proxy in front may have made it), else a new one; the access log line
+/// carries it too, so a client's report can be found in the log.
+struct RequestLog: Sendable {
+    /// Nil when the access log is off.
+    let access: Logger?
+
+    /// The id for `request`: the client's `X-Request-Id` when it is 1–128 characters of
+    /// letters, digits and `-_.:` (nothing that could forge a log line), else 16 new hex
+    /// digits.
+    static func id(for request: Request) -> String {
+        if let given = request.headers["x-request-id"], (1...128).contains(given.utf8.count),
+           given.utf8.allSatisfy({ Self.idByte($0) }) {
+            return given
+        }
+        return String(UInt64.random(in: .min ... .max) | 1 << 63, radix: 16)
+    }
+
+    private static func idByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: ":"):
+            true
+        default: false
+        }
+    }
+
+    /// One line for a finished request.
+    func finished(_ exchange: Exchange) {
+        guard let access else { return }
+        access.info("access", metadata: [
+            "http.method": "\(exchange.method)",
+            "http.path": "\(Self.loggable(exchange))",
+            "http.status": "\(exchange.status)",
+            "http.bytes": "\(exchange.bodyBytes.map(String.init) ?? "-")",
+            "cache": "\(exchange.header("X-Thumbd-Cache") ?? "-")",
+            "error": "\(exchange.header("X-Thumbd-Error") ?? "-")",
+            "duration_ms": "\(String(format: "%.3f", Double(exchange.duration.components.attoseconds) / 1e15 + Double(exchange.duration.components.seconds) * 1000))",
+            "request.id": "\(exchange.header("X-Request-Id") ?? "-")",
+        ])
+    }
+
+    /// The path and query as logged: `sig` is never written, and the `url` parameter loses
+    /// its own query and fragment (where origins put access tokens; a lone `?` says one was cut); other values are kept,
+    /// percent-encoded, in a fixed order.
+    static func loggable(_ exchange: Exchange) -> String {
+        guard !exchange.query.isEmpty else { return exchange.path }
+        let parts = exchange.query.keys.sorted().map { name -> String in
+            var value = exchange.query[name] ?? ""
+            if name == "sig" {
+                value = "-"
+            } else if name == "url", let cut = value.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+                value = String(value[..<cut]) + "?"
+            }
+            return QueryValue.encode(name) + "=" + QueryValue.encode(value)
+        }
+        return exchange.path + "?" + parts.joined(separator: "&")
+    }
+}
