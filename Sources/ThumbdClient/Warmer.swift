@@ -27,6 +27,8 @@ public struct Warmer {
     /// Thumbnail parameters for every URL (`w`, `h`, `fit`, `gravity`, `format`, `q`):
     /// the variants are made, not only the originals fetched.
     public var thumbnail: [String: String] = [:]
+    /// The `sig` of one URL (with `thumbnail`), when the daemon wants signed URLs.
+    public var sign: ((String) -> String?)?
     public var json: Bool
     /// Standard output (JSON lines) and the progress line's terminal (standard error).
     public var output: (String) -> Void
@@ -45,7 +47,8 @@ public struct Warmer {
 
     public func run(urls: [String]) throws -> Report {
         guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        var request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0)) }, priority: priority)
+        var request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
+                                priority: priority)
         request.w = thumbnail["w"].flatMap { Int($0) }
         request.h = thumbnail["h"].flatMap { Int($0) }
         request.q = thumbnail["q"].flatMap { Int($0) }
@@ -100,7 +103,7 @@ public struct Warmer {
     }
 
     private struct BatchBody: Encodable {
-        struct Item: Encodable { var url: String; var id: String }
+        struct Item: Encodable { var url: String; var id: String; var sig: String? }
         var items: [Item]
         var priority: String?
         var w: Int?

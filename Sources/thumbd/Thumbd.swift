@@ -12,7 +12,7 @@ struct ThumbdCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "thumbd",
         abstract: "A local caching proxy for images.",
-        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self],
+        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -88,7 +88,7 @@ struct ServerOption: ParsableArguments {
     var server: String = ProcessInfo.processInfo.environment["THUMBD_URL"] ?? "http://127.0.0.1:8080"
 }
 
-struct Warm: ParsableCommand {
+struct Warm: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Prefetch a list of URLs through a running daemon, with a progress bar.",
         discussion: "Reads one URL per line (blank lines and # comments skipped). Exits 1 if any failed.")
@@ -120,9 +120,11 @@ struct Warm: ParsableCommand {
     @Flag(help: "Print the events as JSON lines instead of a progress bar.")
     var json = false
 
+    @OptionGroup var signing: SigningKeyOption
+
     @OptionGroup var server: ServerOption
 
-    func run() throws {
+    func run() async throws {
         let text: String
         if file == "-" {
             text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
@@ -141,6 +143,10 @@ struct Warm: ParsableCommand {
             ("format", format), ("q", quality.map(String.init)),
         ]
         for case let (name, value?) in parameters { warmer.thumbnail[name] = value }
+        if let key = try await signing.resolvedKey() {
+            let signer = URLSigner(keys: [key])
+            warmer.sign = { [thumbnail = warmer.thumbnail] url in signer.signature { $0 == "url" ? url : thumbnail[$0] } }
+        }
         let report = try warmer.run(urls: urls)
         if !report.failed.isEmpty {
             var lines = "\(report.failed.count) of \(report.total) failed:\n"
@@ -150,6 +156,74 @@ struct Warm: ParsableCommand {
             FileHandle.standardError.write(Data(lines.utf8))
             throw ExitCode(1)
         }
+    }
+}
+
+/// The key `thumbd sign` and `thumbd warm` sign with.
+struct SigningKeyOption: ParsableArguments {
+    @Option(name: .customLong("sign-key"),
+            help: "The signing key (default: $THUMBD_SIGNING_KEY, else the first of signing.keys in --config).")
+    var key: String?
+
+    @Option(help: "A YAML or JSON settings file whose signing.keys to use (default config/thumbd.yaml when present).")
+    var config: String?
+
+    /// The key, or nil when none is configured anywhere.
+    func resolvedKey() async throws -> String? {
+        if let key { return key }
+        if let key = ProcessInfo.processInfo.environment["THUMBD_SIGNING_KEY"], !key.isEmpty { return key }
+        let file = config ?? (FileManager.default.fileExists(atPath: "config/thumbd.yaml") ? "config/thumbd.yaml" : nil)
+        do {
+            return try await ThumbdConfiguration.load(file: file).signing.keys.first
+        } catch let error as ConfigurationError {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+struct Sign: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a signed /thumb link for a URL (when the daemon has signing.keys).",
+        discussion: "The signature covers the url and the thumbnail parameters; see the README.")
+
+    @Argument(help: "The image URL.")
+    var url: String
+
+    @Option(help: "Thumbnail width in pixels.")
+    var width: Int?
+
+    @Option(help: "Thumbnail height in pixels.")
+    var height: Int?
+
+    @Option(help: "cover, contain, fill or inside.")
+    var fit: String?
+
+    @Option(help: "center or attention.")
+    var gravity: String?
+
+    @Option(help: "jpeg, png, webp, avif or auto.")
+    var format: String?
+
+    @Option(help: "Quality, 1 to 100.")
+    var quality: Int?
+
+    @OptionGroup var signing: SigningKeyOption
+
+    @OptionGroup var server: ServerOption
+
+    func run() async throws {
+        guard let key = try await signing.resolvedKey() else {
+            throw ValidationError("no signing key: pass --sign-key, set THUMBD_SIGNING_KEY or signing.keys")
+        }
+        var parameters: [String: String] = ["url": url]
+        for case let (name, value?) in [
+            ("w", width.map(String.init)), ("h", height.map(String.init)), ("fit", fit), ("gravity", gravity),
+            ("format", format), ("q", quality.map(String.init)),
+        ] { parameters[name] = value }
+        let sig = URLSigner(keys: [key]).signature { parameters[$0] }!
+        let query = URLSigner.signedNames.compactMap { name in parameters[name].map { "\(name)=\(QueryValue.encode($0))" } }
+        let base = server.server.hasSuffix("/") ? String(server.server.dropLast()) : server.server
+        print(base + "/thumb?" + (query + ["sig=\(sig)"]).joined(separator: "&"))
     }
 }
 

@@ -19,11 +19,14 @@ final class BatchRegistry: Sendable {
     private let timer: TimerBox
     /// The lanes that write events to many streams at once; stopped with the registry.
     private let delivery = Delivery()
+    private let signer: URLSigner
     /// Every open event stream, whether or not its batch is still kept: keepalives reach a
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
     private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
 
-    init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy) {
+    init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy,
+         signer: URLSigner = URLSigner(keys: [])) {
+        self.signer = signer
         self.configuration = configuration
         self.source = source
         self.variants = variants
@@ -68,15 +71,28 @@ final class BatchRegistry: Sendable {
         }
         for (index, entry) in request.items.enumerated() {
             let own = index < request.itemParameters.count ? request.itemParameters[index] : [:]
+            // Signed URLs: each item is signed as the /thumb request its src names, and its
+            // src carries the signature; a wrong one fails this item only.
+            var signature = ""
+            if signer.isEnabled {
+                let sig = index < request.itemSignatures.count ? request.itemSignatures[index] : nil
+                let merged = request.parameters.merging(own) { $1 }
+                guard let sig, signer.verify(sig, { $0 == "url" ? entry.url : merged[$0] }) else {
+                    batch.fail(index, error: ThumbdError(.badSignature, "sig is missing or wrong for this item"))
+                    continue
+                }
+                signature = "&sig=" + QueryValue.encode(sig)
+            }
             guard !own.isEmpty else {
-                start(batch, index: index, url: entry.url, item)
+                start(batch, index: index, url: entry.url, item.signed(signature))
                 continue
             }
             // This item's parameters win over the batch's; bad ones fail this item only.
             do {
                 let merged = request.parameters.merging(own) { $1 }
                 start(batch, index: index, url: entry.url,
-                      try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority))
+                      try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority)
+                        .signed(signature))
             } catch {
                 batch.fail(index, error: error)
             }
@@ -130,6 +146,13 @@ final class BatchRegistry: Sendable {
         var query: String
         var preview: Bool
         var priority: Priority
+
+        /// The same, with `&sig=…` (or nothing) at the end of its src's query.
+        func signed(_ signature: String) -> Item {
+            var item = self
+            item.query += signature
+            return item
+        }
     }
 
     private func start(_ batch: Batch, index: Int, url: String, _ item: Item) {

@@ -16,6 +16,8 @@ struct BatchRequest {
     /// The batch's raw thumbnail parameters, and each item's own (which win over them).
     var parameters: [String: String]
     var itemParameters: [[String: String]]
+    /// Each item's `sig` (signed URLs).
+    var itemSignatures: [String?]
     /// `"preview": true`: each `done` also carries a tiny inline image.
     var preview: Bool
 
@@ -37,6 +39,7 @@ struct BatchRequest {
         thumbnailQuery = ThumbnailParameters.names.compactMap { name in decoded.parameters[name].map { (name, $0) } }
         parameters = decoded.parameters
         itemParameters = decoded.itemParameters
+        itemSignatures = decoded.itemSignatures
         thumbnail = try ThumbnailParameters { decoded.parameters[$0] }
         guard let items = decoded.items else { throw .badRequest(.noItems, "the body needs items (or urls)") }
         guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
@@ -49,6 +52,7 @@ struct BatchRequest {
     private struct Body: Decodable {
         var items: [(clientID: String?, url: String)]?
         var itemParameters: [[String: String]] = []
+        var itemSignatures: [String?] = []
         var priority = Priority.normal
         var parameters: [String: String] = [:]
         var preview = false
@@ -83,9 +87,11 @@ struct BatchRequest {
                 let decoded = try object.decode([Item].self, forKey: .items)
                 items = decoded.map { ($0.id, $0.url) }
                 itemParameters = decoded.map(\.parameters)
+                itemSignatures = decoded.map(\.sig)
             } else if object.contains(.urls) {
                 items = try object.decode([Lenient<String>].self, forKey: .urls).map { (nil, $0.value ?? "") }
                 itemParameters = Array(repeating: [:], count: items?.count ?? 0)
+                itemSignatures = Array(repeating: nil, count: items?.count ?? 0)
             }
         }
     }
@@ -95,15 +101,17 @@ struct BatchRequest {
     private struct Item: Decodable {
         var url = ""
         var id: String?
+        var sig: String?
         /// This item's own thumbnail parameters; a value of the wrong type is kept as text
         /// that fails validation, so only this item fails.
         var parameters: [String: String] = [:]
 
-        enum Key: String, CodingKey { case url, id, w, h, fit, gravity, format, q }
+        enum Key: String, CodingKey { case url, id, w, h, fit, gravity, format, q, sig }
 
         init(from decoder: any Decoder) throws {
             guard let object = try? decoder.container(keyedBy: Key.self) else { return }
             url = (try? object.decode(String.self, forKey: .url)) ?? ""
+            sig = try? object.decode(String.self, forKey: .sig)
             for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
                 if let number = try? object.decode(Int.self, forKey: key) {
                     parameters[key.rawValue] = String(number)

@@ -13,6 +13,7 @@ public struct ThumbdConfiguration: Sendable {
     public var thumbnails = ThumbnailConfiguration()
     public var metrics = MetricsConfiguration()
     public var log = LogConfiguration()
+    public var signing = SigningConfiguration()
 
     public init() {}
 
@@ -24,6 +25,7 @@ public struct ThumbdConfiguration: Sendable {
         thumbnails = try ThumbnailConfiguration(reader: reader)
         metrics = try MetricsConfiguration(reader: reader)
         log = try LogConfiguration(reader: reader)
+        signing = try SigningConfiguration(reader: reader)
     }
 
     /// Loads the file (if any), the environment and the flag overrides, in that order of

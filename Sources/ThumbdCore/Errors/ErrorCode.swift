@@ -13,6 +13,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case badFraming = "bad_framing"  // 400: ambiguous request framing (RFC 9112 6.3)
     case missingHost = "missing_host"  // 400: HTTP/1.1 without Host
     case malformedPath = "malformed_path"  // 400: an encoded NUL in the path
+    case badSignature = "bad_signature"  // 403: signing.keys are set and sig is missing or wrong
     case destinationNotAllowed = "destination_not_allowed"  // 403: a private, loopback, link-local or multicast destination
     case hostNotAllowed = "host_not_allowed"  // 403: a host outside upstream.allowHosts
     case originNotAllowed = "origin_not_allowed"  // 403: a state-changing request from a foreign Origin
@@ -55,7 +56,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     public var status: Int {
         switch self {
         case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
-        case .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
+        case .badSignature, .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405
         case .requestTimeout: 408

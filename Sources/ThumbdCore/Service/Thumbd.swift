@@ -101,7 +101,9 @@ public final class Thumbd: Service, Sendable {
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, logger: logger)
-        let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy)
+        let signer = configuration.signing.signer
+        let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
+                                    signer: signer)
         let status = StatusBox()
         let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
@@ -125,7 +127,7 @@ public final class Thumbd: Service, Sendable {
             store.close()
             throw error
         }
-        let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy),
+        let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy, signer: signer),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
                             admin: admin, health: {
             do {

@@ -9,6 +9,7 @@ struct ThumbHandler: Sendable {
     let source: ObjectSource
     let variants: VariantSource
     let policy: DestinationPolicy
+    let signer: URLSigner
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
         let placeholder: Bool
@@ -16,6 +17,10 @@ struct ThumbHandler: Sendable {
             placeholder = try ThumbRequest.wantsPlaceholder(request)
         } catch {
             return .response(.error(error))
+        }
+        if signer.isEnabled, !signer.verify(request.query["sig"], { request.query[$0] }) {
+            return .response(Self.failure(ThumbdError(.badSignature, "sig is missing or wrong for this url and these parameters"),
+                                          cache: nil, placeholder: placeholder))
         }
         let thumb: ThumbRequest
         do {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A daemon with signing keys and the access log: `thumbd sign` prints a link that works,
+# an unsigned one is 403, `thumbd warm --sign-key` signs its items; the access log has one
+# line per request with its X-Request-Id and never the signature; /metrics answers.
+source "$(dirname "$0")/lib.sh"
+start_origin
+KEY_OLD="smoke-key-0123456789-old"
+KEY_NEW="smoke-key-0123456789-new"
+THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true THUMBD_SIGNING_KEYS="$KEY_NEW,$KEY_OLD" THUMBD_LOG_ACCESS=true \
+  start_thumbd --db "$WORK/cache.sqlite"
+
+link="$("$THUMBD_BIN" sign "$ORIGIN/img/s1.jpg" --width 48 --sign-key "$KEY_OLD" --server "$THUMBD")"
+case "$link" in "$THUMBD/thumb?url="*"&w=48&sig="*) ;; *) fail "sign printed: $link" ;; esac
+sig="${link##*sig=}"
+status="$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Id: smoke-req-1' "$link")"
+[ "$status" = 200 ] || fail "signed link: $status"
+status="$(curl -s -o /dev/null -w '%{http_code}' "${link%%&sig=*}")"
+[ "$status" = 403 ] || fail "unsigned link: $status"
+
+echo "$ORIGIN/img/s2.jpg" | THUMBD_SIGNING_KEY="$KEY_NEW" "$THUMBD_BIN" warm - --width 48 --server "$THUMBD" \
+  2> "$WORK/warm" || fail "signed warm failed: $(cat "$WORK/warm")"
+if echo "$ORIGIN/img/s3.jpg" | "$THUMBD_BIN" warm - --sign-key "not-the-right-key-at-all" --server "$THUMBD" 2> "$WORK/warm2"; then
+  fail "warm with a wrong key succeeded"
+fi
+grep -q 'bad_signature' "$WORK/warm2" || fail "wrong-key warm: $(cat "$WORK/warm2")"
+
+curl -s "$THUMBD/metrics" | grep -q '^thumbd_http_requests_total{route="/thumb",status="200"} 1' \
+  || fail "metrics: $(curl -s "$THUMBD/metrics" | grep requests_total)"
+
+grep -q 'request.id=smoke-req-1' "$WORK/thumbd.err" || fail "no access line with the request id: $(cat "$WORK/thumbd.err")"
+grep 'request.id=smoke-req-1' "$WORK/thumbd.err" | grep -q 'http.status=200' || fail "access line without status"
+if grep -q -- "$sig" "$WORK/thumbd.err"; then fail "the signature was logged"; fi
+[ "$(grep -c 'thumbd.access' "$WORK/thumbd.err")" -ge 4 ] || fail "expected an access line per request"
