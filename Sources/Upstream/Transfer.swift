@@ -54,6 +54,10 @@ final class Transfer {
         long(CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
         Curl.check(thumbd_curl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxObjectBytes)), "MAXFILESIZE")
         long(CURLOPT_HTTP_VERSION, thumbd_curl_http_version_2tls)
+        // Over TLS the origin may speak HTTP/2: wait for a connection being set up to say so
+        // (ALPN) rather than open one per transfer of a burst; they then share it. Plain
+        // http:// is always HTTP/1.1 here, and never waits.
+        if job.url.hasPrefix("https://") { long(CURLOPT_PIPEWAIT, 1) }
         string(CURLOPT_USERAGENT, c.userAgent)
         string(CURLOPT_ACCEPT_ENCODING, "identity")
         if let caFile = c.caFile { string(CURLOPT_CAINFO, caFile) }

@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+import ThumbdTesting
+
+/// thumbd against a real HTTP/2 origin (nginx with `http2` on TLS, a certificate from a CA
+/// the test makes): verification on, many transfers over one connection.
+@Suite("An HTTP/2 origin over TLS")
+struct HTTP2OriginTests {
+    @Test("24 images at once from an HTTP/2 origin: verified TLS, all over HTTP/2, multiplexed on one or two connections")
+    func multiplexed() async throws {
+        let files = Dictionary(uniqueKeysWithValues: try (0..<24).map {
+            ("i\($0).png", try ThumbnailTests.thumbnailer.testImage(width: 40 + $0, height: 30, format: .png).array)
+        })
+        let origin = try TestTLSOrigin(files: files)
+        defer { origin.stop() }
+        let daemon = try TestDaemon { $0.upstream.caFile = origin.caFile }
+        defer { daemon.remove() }
+        let targets = (0..<24).map { "/thumb?url=" + origin.url("i\($0).png").queryEncoded }
+        // All at once, read on one thread (the dispatch pool is shared with other suites).
+        let results = try await blocking { () -> [HTTPResult] in
+            let connections = try targets.map { _ in try RawConnection(port: daemon.port) }
+            for (connection, target) in zip(connections, targets) { try connection.send("GET", target) }
+            return try connections.map { try $0.read() }
+        }
+        #expect(results.allSatisfy { $0.status == 200 && $0[header: "Content-Type"] == "image/png" })
+        #expect(results.enumerated().allSatisfy { index, result in result.body == files["i\(index).png"] })
+        let logged = origin.requests()
+        #expect(logged.count == 24)
+        #expect(logged.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(logged.map(\.protocol))")
+        let connections = Set(logged.map(\.connection))
+        #expect(connections.count <= 2, "24 transfers took \(connections.count) connections")
+    }
+
+    @Test("verification is on: without the test CA the same origin is refused")
+    func verified() async throws {
+        let origin = try TestTLSOrigin(files: ["a.png": try ThumbnailTests.thumbnailer.testImage(width: 8, height: 8, format: .png).array])
+        defer { origin.stop() }
+        let daemon = try TestDaemon()
+        defer { daemon.remove() }
+        let refused = try await request(daemon.port, "/thumb?url=" + origin.url("a.png").queryEncoded)
+        #expect(refused.status == 502 && refused.errorCode == "upstream_failed")
+        #expect(origin.requests().isEmpty)
+    }
+}
