@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the scenarios of scripts/bench against thumbd and nginx in one run.
+"""Runs the scenarios of scripts/bench against thumbd and nginx (and Varnish where the
+scenario is about expiry or a parent cache) in one run.
 
 Both proxies sit in front of the same origin (scripts/testorigin.py). nginx gets the
 configuration its users would write for this job: proxy_cache, proxy_cache_lock on,
@@ -67,18 +68,20 @@ class Origin:
 class Thumbd:
     name = "thumbd"
 
-    def __init__(self, binary, origin, work):
+    def __init__(self, binary, origin, work, name="thumbd", extra=None):
         self.port = free_port()
         self.origin = origin
+        self.name = name
+        # thumbd's shipped settings (config/thumbd.yaml's defaults), but for two: the origin
+        # is on loopback, which thumbd refuses by default; and the held-stream scenarios keep
+        # origins silent for longer than the 10 s low-speed limit.
         env = dict(os.environ,
                    THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true",
-                   # All bench URLs share one host; nginx has no per-host limit either.
-                   THUMBD_UPSTREAM_MAX_PER_HOST="256", THUMBD_UPSTREAM_MAX_CONCURRENT="256",
-                   # The held-stream scenarios keep origins silent for longer than the default.
                    THUMBD_UPSTREAM_LOW_SPEED_SECONDS="120",
-                   THUMBD_LOG_LEVEL="warning")
+                   THUMBD_LOG_LEVEL="warning", **(extra or {}))
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", os.path.join(work, "thumbd.sqlite")],
+            [binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", os.path.join(work, name + ".sqlite"),
+             "--config", os.path.join(work, "empty.yaml")],
             env=env, stdout=subprocess.DEVNULL)
         wait_port(self.port)
         self.pids = [self.proc.pid]
@@ -153,6 +156,51 @@ class Nginx:
 
     def stop(self):
         self.proc.send_signal(signal.SIGQUIT)
+        self.proc.wait(timeout=30)
+
+
+VARNISH_VCL = """
+vcl 4.1;
+backend origin {{ .host = "127.0.0.1"; .port = "{origin}"; }}
+sub vcl_recv {{
+    # As a parent cache, requests arrive in absolute form (GET http://host/path): the same
+    # object whichever child asks.
+    if (req.url ~ "^https?://") {{
+        set req.http.host = regsub(req.url, "^https?://([^/]+).*$", "\\1");
+        set req.url = regsub(req.url, "^https?://[^/]+", "");
+    }}
+}}
+"""
+
+
+class Varnish:
+    """Varnish with its shipped settings (default_ttl 120 s, default_grace 10 s) and a VCL
+    that only names the backend and accepts absolute-form requests (as a parent cache)."""
+    name = "varnish"
+
+    def __init__(self, origin, work):
+        self.port = free_port()
+        self.origin = origin
+        self.work = os.path.join(work, "varnish-%d" % self.port)
+        os.makedirs(self.work)
+        vcl = os.path.join(self.work, "default.vcl")
+        with open(vcl, "w") as f:
+            f.write(VARNISH_VCL.format(origin=origin.port))
+        self.proc = subprocess.Popen(
+            [shutil.which("varnishd") or "/usr/sbin/varnishd", "-F", "-j", "none", "-a", "127.0.0.1:%d" % self.port,
+             "-n", self.work, "-f", vcl, "-s", "malloc,256m"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, timeout=30)
+
+    @property
+    def pids(self):
+        return [self.proc.pid] + children(self.proc.pid)
+
+    def path(self, origin_path):
+        return origin_path
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
 
 
@@ -568,6 +616,67 @@ def scenario_fanout(servers, origin, seconds, rounds, work):
         (label, "target: 1.2 x 50 ms x 5, ms", 300, 300)]
 
 
+def expiry_stampede(server, origin, clients=100, delay_ms=200):
+    """A popular image whose max-age (2 s) has just run out; the origin takes 200 ms and
+    answers a matching If-None-Match with 304. 100 clients at once: origin requests, 304s,
+    latencies."""
+    origin_path = "/validated/stampede-%s" % server.name
+    path = server.path(origin_path + "?cc=max-age%%3D2&delay=%d" % delay_ms)
+    start, done = burst(server.port, path, 1)
+    if done[0][0] != 200:
+        raise RuntimeError("%s: priming the stampede got %s" % (server.name, done[0][0]))
+    time.sleep(3.1)  # past max-age, whole seconds included; within a 10 s grace
+    before = origin.stats()
+    start, done = burst(server.port, path, clients)
+    time.sleep(delay_ms / 1000 + 0.3)  # a background refresh reaches the origin meanwhile
+    after = origin.stats()
+    latencies = sorted((end - start) * 1000 for _, end in done)
+    return {
+        "origin requests": after["requests"].get(origin_path, 0) - before["requests"].get(origin_path, 0),
+        "origin 304s": after["notModified"].get(origin_path, 0) - before["notModified"].get(origin_path, 0),
+        "ok": sum(1 for status, _ in done if status == 200),
+        "p50 ms": statistics.median(latencies),
+        "max ms": latencies[-1],
+    }
+
+
+def scenario_stampede(servers, origin, seconds, rounds, work):
+    print("bench: expiry stampede (with varnish)", file=sys.stderr)
+    varnish = Varnish(origin, work)
+    try:
+        t, n, v = (expiry_stampede(server, origin) for server in (servers[0], servers[1], varnish))
+    finally:
+        varnish.stop()
+    label = "expiry stampede, 100 clients, max-age 2 s ran out, origin 200 ms with 304"
+    return [(label, key, t[key], n[key], v[key]) for key in t]
+
+
+def scenario_parent(servers, origin, seconds, rounds, work):
+    """Two thumbd daemons whose upstream.proxy is one Varnish in front of the origin: 50 new
+    images, each asked of both daemons at the same moment. The origin should see each once."""
+    print("bench: parent cache (2 thumbd behind 1 varnish)", file=sys.stderr)
+    varnish = Varnish(origin, work)
+    children_ = []
+    try:
+        proxy = {"THUMBD_UPSTREAM_PROXY": "http://127.0.0.1:%d" % varnish.port}
+        children_ = [Thumbd(servers[0].proc.args[0], origin, work, name="child-%d" % i, extra=proxy) for i in (1, 2)]
+        paths = ["/img/parent-%d.jpg?delay=20" % i for i in range(50)]
+
+        async def ask_both():
+            return await asyncio.gather(*(get(child.port, child.path(p)) for p in paths for child in children_))
+        statuses = [status for status, _ in asyncio.run(ask_both())]
+        requests = origin.stats()["requests"]
+        per_image = [requests.get("/img/parent-%d.jpg" % i, 0) for i in range(50)]
+    finally:
+        for child in children_:
+            child.stop()
+        varnish.stop()
+    label = "parent cache: 2 thumbd (upstream.proxy) behind 1 varnish, 50 new images asked of both at once"
+    return [(label, "answers 200 (of 100)", sum(1 for s in statuses if s == 200), None),
+            (label, "origin requests in all", sum(per_image), None),
+            (label, "origin requests for the most-asked image", max(per_image), None)]
+
+
 def scenario_waiting(servers, origin, seconds, rounds, work):
     return side_by_side("1000 clients waiting on a slow origin", held_clients, servers, origin)
 
@@ -620,6 +729,7 @@ def scenario_fetchcpu(servers, origin, seconds, rounds, work):
 
 
 SCENARIOS = {"hot": scenario_hot, "coalesce": scenario_coalesce, "fanout": scenario_fanout,
+             "stampede": scenario_stampede, "parent": scenario_parent,
              "waiting": scenario_waiting, "streams": scenario_streams, "delivery": scenario_delivery,
              "fetchcpu": scenario_fetchcpu}
 
@@ -646,6 +756,8 @@ def main():
     wanted = set(args.only or SCENARIOS)
     seconds, rounds = (4, 1) if args.quick else (8, 3)
     work = tempfile.mkdtemp(prefix="thumbd-bench-")
+    with open(os.path.join(work, "empty.yaml"), "w") as f:
+        f.write("{}\n")  # not the repository's config/thumbd.yaml: the shipped defaults only
     origin = Origin()
     servers = []
     rows = []
@@ -665,12 +777,16 @@ def main():
         origin.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    print("| scenario | metric | thumbd | nginx | thumbd/nginx |")
-    print("|---|---|---:|---:|---:|")
-    for scenario, metric, t, n in rows:
-        print("| %s | %s | %s | %s | %s |" % (scenario, metric, fmt(t), fmt(n), ratio(t, n)))
-    print("\n%s, %d cores, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(),
-                                   subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()))
+    print("| scenario | metric | thumbd | nginx | thumbd/nginx | varnish |")
+    print("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        scenario, metric, t, n = row[:4]
+        v = row[4] if len(row) > 4 else None
+        print("| %s | %s | %s | %s | %s | %s |" % (scenario, metric, fmt(t), fmt(n), ratio(t, n), fmt(v)))
+    varnish = subprocess.run(["varnishd", "-V"], capture_output=True, text=True).stderr.split("\n")[0]
+    print("\n%s, %d cores, %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(),
+                                       subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip(),
+                                       varnish))
 
 
 if __name__ == "__main__":

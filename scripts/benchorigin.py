@@ -7,13 +7,22 @@ delayed requests at the rate the fan-out scenario needs).
     /img/NAME?delay=MS&size=N   an image after MS milliseconds (asyncio.sleep)
     /gate/NAME                  waits until GET /__release/NAME
     /file/NAME/TAG              the file NAME of $BENCH_FILES (TAG makes distinct URLs)
-    /__stats                    {"requests": {path: n}, "answered": {path: monotonic seconds}}
+    /validated/NAME?cc=CC&delay=MS
+                                an image with ETag and Last-Modified, Cache-Control CC; a
+                                matching If-None-Match is answered 304 (counted)
+    any path with ?fault=PCT    that share of answers is faulty at random: a 503, a body cut
+                                short, or bytes that are not an image (thirds each)
+    /__stats                    {"requests": {path: n}, "answered": {path: monotonic seconds},
+                                 "notModified": {path: n}, "faults": {kind: n}}
+
+Absolute-form request targets (from a proxy) are understood.
 
 Prints "PORT <n>"; exits when stdin closes.
 """
 import asyncio
 import json
 import os
+import random
 import sys
 import time
 from urllib.parse import parse_qs, urlsplit
@@ -21,7 +30,9 @@ from urllib.parse import parse_qs, urlsplit
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realimage  # noqa: E402
 
-REQUESTS, ANSWERED, GATES = {}, {}, {}
+REQUESTS, ANSWERED, GATES, NOT_MODIFIED, FAULTS = {}, {}, {}, {}, {}
+VALIDATOR = b'"v1-bench"'
+LAST_MODIFIED = b"Mon, 02 Nov 2026 10:00:00 GMT"
 BODIES = {}
 
 
@@ -42,9 +53,22 @@ def gate(name):
     return GATES.setdefault(name, asyncio.Event())
 
 
-async def respond(writer, status, body, ctype):
-    writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (status, ctype, len(body)) + body)
+async def respond(writer, status, body, ctype, extra=b""):
+    writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (status, ctype, len(body), extra)
+                 + body)
     await writer.drain()
+
+
+def count(table, key):
+    table[key] = table.get(key, 0) + 1
+
+
+def header(head, name):
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return b""
 
 
 async def handle(reader, writer):
@@ -55,7 +79,8 @@ async def handle(reader, writer):
             url = urlsplit(target)
             path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
             if path == "/__stats":
-                await respond(writer, 200, json.dumps({"requests": REQUESTS, "answered": ANSWERED}).encode(), b"application/json")
+                stats = {"requests": REQUESTS, "answered": ANSWERED, "notModified": NOT_MODIFIED, "faults": FAULTS}
+                await respond(writer, 200, json.dumps(stats).encode(), b"application/json")
                 continue
             if path.startswith("/__release/"):
                 gate(path[len("/__release/"):]).set()
@@ -67,6 +92,30 @@ async def handle(reader, writer):
             elif "delay" in q:
                 await asyncio.sleep(int(q["delay"]) / 1000.0)
             ANSWERED[path] = time.monotonic()  # as the answer starts, so nothing of ours precedes it
+            if "fault" in q and random.random() * 100 < float(q["fault"]):
+                kind = random.choice(["status", "truncated", "garbage"])
+                count(FAULTS, kind)
+                if kind == "status":
+                    await respond(writer, 503, b"busy\n", b"text/plain")
+                elif kind == "garbage":
+                    await respond(writer, 200, b"<html>not an image</html>" * 40, b"image/jpeg")
+                else:
+                    body = body_of(int(q.get("size", "12288")))
+                    writer.write(b"HTTP/1.1 200 X\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(body)
+                                 + body[:len(body) // 2])
+                    await writer.drain()
+                    break  # and close: the body is cut short
+                continue
+            if path.startswith("/validated/"):
+                cc = q.get("cc", "max-age=2").encode()
+                validators = b"ETag: %s\r\nLast-Modified: %s\r\nCache-Control: %s\r\n" % (VALIDATOR, LAST_MODIFIED, cc)
+                if VALIDATOR in [v.strip() for v in header(head, b"if-none-match").split(b",")]:
+                    count(NOT_MODIFIED, path)
+                    writer.write(b"HTTP/1.1 304 Not Modified\r\n%s\r\n" % validators)
+                    await writer.drain()
+                    continue
+                await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg", validators)
+                continue
             if path.startswith("/file/"):  # /file/NAME/ANYTHING: $BENCH_FILES/NAME (scripts/benchthumbs.py)
                 await respond(writer, 200, file_of(path.split("/")[2]), b"image/jpeg")
                 continue

@@ -43,7 +43,8 @@ REQUESTS = {}
 ABORTED = {}
 ORDER = []
 ANSWERED = {}
-NOT_MODIFIED = {}  # path -> how many conditional requests were answered 304
+NOT_MODIFIED = {}
+PROXIED = []  # absolute-form request targets (thumbd's upstream.proxy pointed here)  # path -> how many conditional requests were answered 304
 GATES = {}
 
 
@@ -153,7 +154,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/__stats":
             with LOCK:
                 body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER,
-                                   "answered": ANSWERED, "notModified": NOT_MODIFIED}).encode()
+                                   "answered": ANSWERED, "notModified": NOT_MODIFIED,
+                                   "proxied": PROXIED}).encode()
             return self.send(200, body, "application/json")
         if path.startswith("/__release/"):
             gate(path[len("/__release/"):]).set()
@@ -162,6 +164,8 @@ class Handler(BaseHTTPRequestHandler):
             count(REQUESTS, path)
             with LOCK:
                 ORDER.append(path)
+                if self.path.startswith("http://"):  # absolute form: we were asked as a proxy
+                    PROXIED.append(self.path)
         extra = [("Cache-Control", q["cc"])] if "cc" in q else []
         if path.startswith("/img/"):
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):

@@ -65,3 +65,33 @@ struct DestinationTests {
         }
     }
 }
+
+/// `upstream.proxy`: every fetch goes through a parent cache. The test origin answers
+/// absolute-form requests as a proxy would, so it stands in for Varnish here (the bench runs
+/// the real one).
+@Suite("Fetching through a parent proxy")
+struct ParentProxyTests {
+    @Test("fetches go to the proxy in absolute form; thumbd never resolves the origin's name itself")
+    func throughProxy() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        // Private networks stay refused: the proxy the operator configured is the one
+        // loopback address thumbd may connect to. `.invalid` never resolves (RFC 6761):
+        // only the proxy could make sense of it.
+        let daemon = try TestDaemon {
+            $0.upstream.allowPrivateNetworks = false
+            $0.upstream.proxy = "http://127.0.0.1:\(origin.port)"
+        }
+        defer { daemon.remove() }
+        let target = "/thumb?url=" + "http://images.invalid/img/p.jpg".queryEncoded
+        let first = try await request(daemon.port, target)
+        #expect(first.status == 200 && first[header: "X-Thumbd-Cache"] == "miss")
+        #expect(try await origin.stats().proxied == ["http://images.invalid/img/p.jpg"])
+        #expect(try await request(daemon.port, target)[header: "X-Thumbd-Cache"] == "hit")
+        // The policy still judges the URL itself: a literal private address is refused
+        // before anything is sent to the proxy.
+        let refused = try await request(daemon.port, "/thumb?url=" + "http://10.1.2.3/a.jpg".queryEncoded)
+        #expect(refused.status == 403 && refused.errorCode == "destination_not_allowed")
+        #expect(try await origin.stats().proxied.count == 1)
+    }
+}

@@ -55,6 +55,8 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
         package var order: [String]
         /// Conditional requests answered 304, by path.
         package var notModified: [String: Int]
+        /// Absolute-form targets: requests that came to this origin as to a proxy.
+        package var proxied: [String]
     }
 
     package func stats() async throws -> Stats {
