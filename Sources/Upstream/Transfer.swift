@@ -20,12 +20,23 @@ final class Transfer {
     /// The request's extra header lines (the validators), owned here and freed in `deinit`.
     private var requestHeaders: UnsafeMutablePointer<curl_slist>?
 
-    init(job: FetchJob, configuration: TransferLoop.Configuration) {
+    /// A second attempt, on a new connection (see `TransferLoop`'s retry).
+    let isRetry: Bool
+
+    init(job: FetchJob, configuration: TransferLoop.Configuration, isRetry: Bool = false) {
         guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
         self.easy = easy
         self.job = job
         self.configuration = configuration
+        self.isRetry = isRetry
         configure()
+    }
+
+    /// Whether the transfer ran on a connection kept from an earlier one (curl made none).
+    var reusedConnection: Bool {
+        var made = 0
+        _ = thumbd_curl_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &made)
+        return made == 0
     }
 
     deinit {
@@ -44,6 +55,7 @@ final class Transfer {
         func string(_ option: CURLoption, _ value: String) { Curl.check(thumbd_curl_setopt_str(easy, option, value), "\(option)") }
         string(CURLOPT_URL, job.url)
         long(CURLOPT_NOSIGNAL, 1)
+        if isRetry { long(CURLOPT_FRESH_CONNECT, 1) }
         string(CURLOPT_PROTOCOLS_STR, "http,https")
         string(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         long(CURLOPT_FOLLOWLOCATION, 1)

@@ -216,8 +216,8 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         for job in admission.admit() { start(job) }
     }
 
-    private func start(_ job: FetchJob) {
-        let transfer = Transfer(job: job, configuration: configuration)
+    private func start(_ job: FetchJob, isRetry: Bool = false) {
+        let transfer = Transfer(job: job, configuration: configuration, isRetry: isRetry)
         let rc = curl_multi_add_handle(multi.handle, transfer.easy)
         precondition(rc == CURLM_OK, "curl_multi_add_handle: \(rc)")
         running[transfer.easy] = transfer
@@ -237,8 +237,20 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         while let message = curl_multi_info_read(multi.handle, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = message.pointee.data.result
-            guard let transfer = detach(easy) else { continue }
+            guard let transfer = running[easy] else { continue }
             let outcome = transfer.outcome(code)
+            // An answer that is not HTTP on a connection kept from an earlier transfer is
+            // most likely that transfer's leftovers (an origin that sent more than its
+            // Content-Length): the request is tried once more on a new connection, as
+            // browsers retry an idempotent request that failed on a reused connection.
+            if case .failure(.badResponse) = outcome, !transfer.isRetry, transfer.reusedConnection {
+                running.removeValue(forKey: easy)
+                curl_multi_remove_handle(multi.handle, easy)
+                logger.debug("fetch.retry", metadata: ["upstream.url": "\(transfer.job.url)"])
+                start(transfer.job, isRetry: true)  // keeps its admission slot
+                continue
+            }
+            _ = detach(easy)
             logger.debug("fetch.done", metadata: [
                 "upstream.url": "\(transfer.job.url)", "curl.code": "\(code.rawValue)",
                 "fetch.bytes": "\(transfer.body.count)",
