@@ -138,8 +138,9 @@ public struct Exchange: Sendable {
     public var query: [String: String]
     /// The status sent; 499 when the client left before its answer (as nginx logs it).
     public var status: Int
-    /// Every header of the answer: the handler's and those added through the context.
+    /// The answer's headers: the handler's, and those added through the context.
     public var headers: [(String, String)]
+    public var extraHeaders: [(String, String)] = []
     /// The body's length; nil for a streamed body.
     public var bodyBytes: Int?
     /// From the request's headers being read to the answer being sent.
@@ -157,7 +158,7 @@ public struct Exchange: Sendable {
     }
 
     public func header(_ name: String) -> String? {
-        headers.first { $0.0.caseInsensitiveCompare(name) }?.1
+        (headers.first { $0.0.caseInsensitiveCompare(name) } ?? extraHeaders.first { $0.0.caseInsensitiveCompare(name) })?.1
     }
 }
 

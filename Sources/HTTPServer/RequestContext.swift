@@ -18,7 +18,7 @@ public final class RequestContext: Sendable, SocketObserver {
         var extraHeaders: [(String, String)] = []
         /// What `finished` reports: the request as the handler saw it, and what was sent.
         var request: (method: String, path: String, query: [String: String])?
-        var sent: (status: Int, headers: [(String, String)], bytes: Int?)?
+        var sent: (status: Int, headers: [(String, String)], extra: [(String, String)], bytes: Int?)?
     }
 
     /// When the request's headers were in.
@@ -149,8 +149,8 @@ public final class RequestContext: Sendable, SocketObserver {
     }
 
     /// The answer queued for it (its headers include the context's extra ones).
-    func sent(_ response: Response, headers: [(String, String)]) {
-        state.withLock { $0.sent = (response.status, headers, response.stream == nil ? response.body.count : nil) }
+    func sent(_ response: Response, extra: [(String, String)]) {
+        state.withLock { $0.sent = (response.status, response.headers, extra, response.stream == nil ? response.body.count : nil) }
     }
 
     /// The connection is done with this request: what it was and what it got, if it
@@ -161,9 +161,11 @@ public final class RequestContext: Sendable, SocketObserver {
             if let token = state.watchToken { server.watcher.unwatch(token) }
             state.watchToken = nil
             guard let request = state.request else { return nil }
-            let sent = state.sent ?? (499, [], 0)
-            return Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
-                            headers: sent.headers, bodyBytes: sent.bytes, duration: ContinuousClock.now - started)
+            let sent = state.sent ?? (499, [], [], 0)
+            var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
+                                    headers: sent.headers, bodyBytes: sent.bytes, duration: ContinuousClock.now - started)
+            exchange.extraHeaders = sent.extra
+            return exchange
         }
     }
 }

@@ -153,7 +153,7 @@ final class ServerCore: Sendable {
     private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
                               extra: [(String, String)] = [], http11: Bool = false,
                               context: RequestContext? = nil) -> MHD_Result {
-        context?.sent(response, headers: extra.isEmpty ? response.headers : response.headers + extra)
+        context?.sent(response, extra: extra)
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.

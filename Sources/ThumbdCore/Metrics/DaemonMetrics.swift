@@ -20,7 +20,8 @@ final class DaemonMetrics: Sendable {
     private let factory: PrometheusMetricsFactory
 
     private let requests = Mutex<[RequestKey: CoreMetrics.Counter]>([:])
-    private let requestDurations = Mutex<[String: CoreMetrics.Timer]>([:])
+    /// One per route, made up front (`routes` order).
+    private let durations: [CoreMetrics.Timer]
     private let cacheResults: [CacheResult: CoreMetrics.Counter]
     private let upstreamErrors = Mutex<[String: CoreMetrics.Counter]>([:])
     private let clientErrors = Mutex<[String: CoreMetrics.Counter]>([:])
@@ -34,10 +35,14 @@ final class DaemonMetrics: Sendable {
     /// The store's cumulative counts at the last scrape (its counters are fed the difference).
     private let lastStoreCounts = Mutex((evictions: 0, writeFailures: 0))
 
+    /// A route's place in `routes` and a status, in one integer: hashed on every request.
     private struct RequestKey: Hashable {
-        let route: String
-        let status: Int
+        let value: Int
+        init(route: Int, status: Int) { value = route << 16 | status }
     }
+
+    static let routes = ["/thumb", "/batches", "/batches/{id}", "/batches/{id}/events", "/stats", "/cache", "/healthz",
+                         "/metrics", "/", "other"]
 
     enum FetchOutcome: String, CaseIterable {
         case downloaded, notModified = "not_modified", failed
@@ -68,6 +73,9 @@ final class DaemonMetrics: Sendable {
             .milliseconds(500), .milliseconds(2500), .seconds(10), .seconds(30),
         ]
         self.factory = factory
+        durations = Self.routes.map {
+            CoreMetrics.Timer(label: "thumbd_http_request_duration_seconds", dimensions: [("route", $0)], factory: factory)
+        }
         cacheResults = Dictionary(uniqueKeysWithValues: CacheResult.allCases.map {
             ($0, CoreMetrics.Counter(label: "thumbd_cache_results_total", dimensions: [("result", $0.rawValue)], factory: factory))
         })
@@ -94,20 +102,13 @@ final class DaemonMetrics: Sendable {
         let counter = requests.withLock { counters in
             if let known = counters[key] { return known }
             let made = CoreMetrics.Counter(
-                label: "thumbd_http_requests_total", dimensions: [("route", route), ("status", String(exchange.status))],
-                factory: factory)
+                label: "thumbd_http_requests_total",
+                dimensions: [("route", Self.routes[route]), ("status", String(exchange.status))], factory: factory)
             counters[key] = made
             return made
         }
         counter.increment()
-        let timer = requestDurations.withLock { timers in
-            if let known = timers[route] { return known }
-            let made = CoreMetrics.Timer(label: "thumbd_http_request_duration_seconds", dimensions: [("route", route)],
-                                         factory: factory)
-            timers[route] = made
-            return made
-        }
-        timer.recordNanoseconds(Self.nanoseconds(exchange.duration))
+        durations[route].recordNanoseconds(Self.nanoseconds(exchange.duration))
         if (400..<500).contains(exchange.status), let code = exchange.header("X-Thumbd-Error") {
             Self.counter(in: clientErrors, label: "thumbd_client_errors_total", code: code, factory: factory).increment()
         }
@@ -174,12 +175,16 @@ final class DaemonMetrics: Sendable {
 
     /// The route a path belongs to: a small fixed set, so a scan of random paths cannot
     /// grow the label space.
-    static func route(of path: String) -> String {
+    static func route(of path: String) -> Int {
         switch path {
-        case "/thumb", "/batches", "/stats", "/cache", "/healthz", "/metrics", "/": return path
-        default:
-            guard path.hasPrefix("/batches/") else { return "other" }
-            return path.hasSuffix("/events") ? "/batches/{id}/events" : "/batches/{id}"
+        case "/thumb": 0
+        case "/batches": 1
+        case "/stats": 4
+        case "/cache": 5
+        case "/healthz": 6
+        case "/metrics": 7
+        case "/": 8
+        default: path.hasPrefix("/batches/") ? (path.hasSuffix("/events") ? 3 : 2) : 9
         }
     }
 
