@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A daemon with signing keys and the access log: `thumbd sign` prints a link that works,
 # an unsigned one is 403, `thumbd warm --sign-key` signs its items; the access log has one
-# line per request with its X-Request-Id and never the signature; /metrics answers.
+# line per request with its X-Request-Id (so does a failed fetch's log line) and never the
+# signature; /metrics answers.
 source "$(dirname "$0")/lib.sh"
 start_origin
 KEY_OLD="smoke-key-0123456789-old"
@@ -23,6 +24,12 @@ if echo "$ORIGIN/img/s3.jpg" | "$THUMBD_BIN" warm - --sign-key "not-the-right-ke
   fail "warm with a wrong key succeeded"
 fi
 grep -q 'bad_signature' "$WORK/warm2" || fail "wrong-key warm: $(cat "$WORK/warm2")"
+
+# A request whose fetch fails: the daemon's own log line about it carries the request's id.
+link503="$("$THUMBD_BIN" sign "$ORIGIN/status/503" --sign-key "$KEY_NEW" --server "$THUMBD")"
+curl -s -o /dev/null -H 'X-Request-Id: smoke-req-503' "$link503"
+grep 'fetch.failed' "$WORK/thumbd.err" | grep -q 'request.id=smoke-req-503' \
+  || fail "fetch.failed without the request id: $(grep fetch.failed "$WORK/thumbd.err")"
 
 curl -s "$THUMBD/metrics" | grep -q '^thumbd_http_requests_total{route="/thumb",status="200"} 1' \
   || fail "metrics: $(curl -s "$THUMBD/metrics" | grep requests_total)"

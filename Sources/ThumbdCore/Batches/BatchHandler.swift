@@ -40,7 +40,8 @@ struct BatchHandler: Sendable {
     private func create(_ request: Request) -> Response {
         do {
             let parsed = try BatchRequest(body: request.body, maxItems: maxItems)
-            let batch = try registry.create(parsed, accept: request.headers["accept"])
+            let batch = try registry.create(parsed, accept: request.headers["accept"],
+                                            requestID: request.headers["x-request-id"])
             return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
         } catch {
             return .error(error)

@@ -48,7 +48,7 @@ final class BatchRegistry: Sendable {
     }
 
     /// `accept` resolves `format=auto` for every item (the POST's Accept).
-    func create(_ request: BatchRequest, accept: String? = nil) throws(ThumbdError) -> Batch {
+    func create(_ request: BatchRequest, accept: String? = nil, requestID: String? = nil) throws(ThumbdError) -> Batch {
         let avif = variants.thumbnailer.canEncodeAVIF
         if request.thumbnail?.format == .fixed(.avif) && !avif {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
@@ -84,7 +84,7 @@ final class BatchRegistry: Sendable {
                 signature = "&sig=" + QueryValue.encode(sig)
             }
             guard !own.isEmpty else {
-                start(batch, index: index, url: entry.url, item.signed(signature))
+                start(batch, index: index, url: entry.url, item.signed(signature), requestID: requestID)
                 continue
             }
             // This item's parameters win over the batch's; bad ones fail this item only.
@@ -92,7 +92,7 @@ final class BatchRegistry: Sendable {
                 let merged = request.parameters.merging(own) { $1 }
                 start(batch, index: index, url: entry.url,
                       try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority)
-                        .signed(signature))
+                        .signed(signature), requestID: requestID)
             } catch {
                 batch.fail(index, error: error)
             }
@@ -155,7 +155,7 @@ final class BatchRegistry: Sendable {
         }
     }
 
-    private func start(_ batch: Batch, index: Int, url: String, _ item: Item) {
+    private func start(_ batch: Batch, index: Int, url: String, _ item: Item, requestID: String?) {
         let destination: DestinationPolicy.Destination
         do {
             destination = try policy.validate(url.isEmpty ? nil : url)
@@ -179,9 +179,9 @@ final class BatchRegistry: Sendable {
             source.store.recordAccess(key)
             source.counters.count(.stale)
             if let variant = item.variant {
-                _ = variants.make(variant, of: destination, priority: .normal, stale: stale) { _, _ in }
+                _ = variants.make(variant, of: destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
             } else {
-                source.refreshInBackground(destination, stale: stale)
+                source.refreshInBackground(destination, stale: stale, requestID: requestID)
             }
             deliver(.success(stale), item, to: batch, index: index, cache: "stale")
             return
@@ -192,7 +192,8 @@ final class BatchRegistry: Sendable {
             deliver(outcome, item, to: batch, index: index, cache: result.rawValue)
         }
         if let variant = item.variant {
-            let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, waiter: count)
+            let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, requestID: requestID,
+                                       waiter: count)
             if let ready = joined.ready {
                 source.counters.count(.coalesced)
                 deliver(ready, item, to: batch, index: index, cache: "coalesced")
@@ -202,7 +203,7 @@ final class BatchRegistry: Sendable {
             }
             return
         }
-        let joined = source.fetch(destination, priority: item.priority, stale: stale, waiter: count)
+        let joined = source.fetch(destination, priority: item.priority, stale: stale, requestID: requestID, waiter: count)
         if let ready = joined.ready {
             source.counters.count(.coalesced)
             deliver(ready, item, to: batch, index: index, cache: "coalesced")

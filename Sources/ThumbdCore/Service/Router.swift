@@ -22,7 +22,12 @@ struct Router: HTTPHandler {
     }
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
-        context.addResponseHeaders([("X-Request-Id", RequestLog.id(for: request))])
+        // The id goes into the answer, the access line and every log line the request causes
+        // (handlers read it back from the request's headers).
+        var request = request
+        let id = RequestLog.id(for: request)
+        request.headers["x-request-id"] = id
+        context.addResponseHeaders([("X-Request-Id", id)])
         if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }

@@ -49,7 +49,7 @@ final class ObjectSource: Sendable {
     /// unless the ticket leaves first. With the `stale` stored copy the fetch is
     /// conditional: a `304` renews that copy instead of downloading it again.
     func fetch(_ destination: DestinationPolicy.Destination, priority: Priority, stale: CachedObject? = nil,
-               waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
+               requestID: String? = nil, waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
         let key = destination.url
         let stale = stale?.status == 200 ? stale : nil
         let joined = coalescer.join(key: key, priority: priority, waiter: waiter) {
@@ -59,7 +59,8 @@ final class ObjectSource: Sendable {
                 [self] job, result in
                 // Called on the transfer loop, which only hands the bytes over.
                 stage.submit { [self] in
-                    finish(job, key: key, url: destination.url, stale: stale, result: result, started: started)
+                    finish(job, key: key, url: destination.url, stale: stale, result: result, started: started,
+                           requestID: requestID)
                 }
             }
         }
@@ -91,15 +92,16 @@ final class ObjectSource: Sendable {
 
     /// Starts (or joins) the one refresh of an expired object that is being answered stale;
     /// nobody waits for it, and it is never abandoned.
-    func refreshInBackground(_ destination: DestinationPolicy.Destination, stale: CachedObject) {
-        let joined = fetch(destination, priority: .normal, stale: stale) { _, _ in }
+    func refreshInBackground(_ destination: DestinationPolicy.Destination, stale: CachedObject, requestID: String? = nil) {
+        let joined = fetch(destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
         _ = joined
     }
 
     /// On the processing stage: checks the bytes, makes the object, answers the waiters, then
     /// submits the store write.
     private func finish(_ job: FetchJob, key: String, url: String, stale: CachedObject?,
-                        result: Result<UpstreamResponse, UpstreamError>, started: ContinuousClock.Instant) {
+                        result: Result<UpstreamResponse, UpstreamError>, started: ContinuousClock.Instant,
+                        requestID: String?) {
         let now = Self.now()
         metrics.fetched(result, duration: ContinuousClock.now - started)
         if case .success(let response) = result, response.status == 304, let stale {
@@ -150,10 +152,13 @@ final class ObjectSource: Sendable {
             // at debug level.
             if error.status >= 500 {
                 failureLog.run { suppressed in
-                    logger.info("fetch.failed", metadata: ["upstream.url": "\(url)", "error": "\(error)", "log.suppressed": "\(suppressed)"])
+                    logger.info("fetch.failed", metadata: [
+                        "upstream.url": "\(url)", "error": "\(error)", "log.suppressed": "\(suppressed)",
+                        "request.id": "\(requestID ?? "-")",
+                    ])
                 }
             } else if error != .cancelled {
-                logger.debug("fetch.refused", metadata: ["upstream.url": "\(url)", "error": "\(error)"])
+                logger.debug("fetch.refused", metadata: ["upstream.url": "\(url)", "error": "\(error)", "request.id": "\(requestID ?? "-")"])
             }
             coalescer.complete(key: key, job: job, with: .failure(error))
         }

@@ -29,7 +29,7 @@ struct ThumbHandler: Sendable {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
         }
         if let variant = thumb.variant {
-            return handle(variant, of: thumb, placeholder: placeholder, context: context)
+            return handle(variant, of: thumb, placeholder: placeholder, requestID: request.headers["x-request-id"], context: context)
         }
         let key = thumb.destination.url
         let stored = source.cached(key)
@@ -48,10 +48,11 @@ struct ThumbHandler: Sendable {
         if let stale, source.servableStale(stale, at: now) {
             // Expired, within its grace: answered at once while one refresh runs behind it.
             source.store.recordAccess(key)
-            source.refreshInBackground(thumb.destination, stale: stale)
+            source.refreshInBackground(thumb.destination, stale: stale, requestID: request.headers["x-request-id"])
             return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now))
         }
-        let joined = source.fetch(thumb.destination, priority: thumb.priority, stale: stale) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
+        let joined = source.fetch(thumb.destination, priority: thumb.priority, stale: stale,
+                                  requestID: request.headers["x-request-id"]) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters))
         }
@@ -65,7 +66,8 @@ struct ThumbHandler: Sendable {
 
     /// A thumbnail: the stored variant, or one resize however many ask (its original
     /// fetched once, or taken from the cache without touching the network).
-    private func handle(_ variant: Variant, of thumb: ThumbRequest, placeholder: Bool, context: RequestContext) -> HandlerResult {
+    private func handle(_ variant: Variant, of thumb: ThumbRequest, placeholder: Bool, requestID: String?,
+                        context: RequestContext) -> HandlerResult {
         let key = variant.key(of: thumb.destination.url)
         let vary = variant.varyOnAccept
         let stored = source.cached(key)
@@ -78,10 +80,10 @@ struct ThumbHandler: Sendable {
         let stale = stored?.status == 200 ? stored : nil
         if let stale, source.servableStale(stale, at: now) {
             source.store.recordAccess(key)
-            _ = variants.make(variant, of: thumb.destination, priority: .normal, stale: stale) { _, _ in }
+            _ = variants.make(variant, of: thumb.destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
             return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now, vary: vary))
         }
-        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority, stale: stale) {
+        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority, stale: stale, requestID: requestID) {
             [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters, vary: vary))

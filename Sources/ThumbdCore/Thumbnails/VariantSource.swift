@@ -36,7 +36,7 @@ final class VariantSource: Sendable {
     /// variant, an original that turns out unchanged (revalidated, or the same bytes)
     /// renews that variant instead of resizing again.
     func make(_ variant: Variant, of destination: DestinationPolicy.Destination, priority: Priority,
-              stale: CachedObject? = nil,
+              stale: CachedObject? = nil, requestID: String? = nil,
               waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
         let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob() }
@@ -48,21 +48,21 @@ final class VariantSource: Sendable {
         }
         let original = source.cached(destination.url)
         if let original, original.isFresh(at: ObjectSource.now()) {
-            source.stage.submit { [self] in derive(from: original, variant, key: key, stale: stale, job: job) }
+            source.stage.submit { [self] in derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID) }
             return joined
         }
         // The original is fetched (conditionally, when a stale copy of it is stored).
-        let fetch = source.fetch(destination, priority: priority, stale: original) { [self] outcome, _ in
+        let fetch = source.fetch(destination, priority: priority, stale: original, requestID: requestID) { [self] outcome, _ in
             // On the processing stage already (the fetch's completion runs there).
             switch outcome {
-            case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job)
+            case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID)
             case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
             }
         }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
-                case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job)
+                case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID)
                 case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
                 }
             }
@@ -72,7 +72,8 @@ final class VariantSource: Sendable {
 
     /// On the processing stage: the variant of a current `original`. A stale variant made
     /// from these very bytes is renewed with the original's lifetime; otherwise it is made.
-    private func derive(from original: CachedObject, _ variant: Variant, key: String, stale: CachedObject?, job: ResizeJob) {
+    private func derive(from original: CachedObject, _ variant: Variant, key: String, stale: CachedObject?, job: ResizeJob,
+                        requestID: String?) {
         if let stale, original.status == 200, stale.upstreamETag == original.etag {
             var renewed = stale
             renewed.fetchedAt = original.fetchedAt
@@ -84,13 +85,13 @@ final class VariantSource: Sendable {
             source.store.refresh(renewed) { [flights] _ in flights.release(key: key, job: job) }
             return
         }
-        resize(original, into: variant, key: key, job: job)
+        resize(original, into: variant, key: key, job: job, requestID: requestID)
     }
 
     /// On the processing stage: resizes, answers every waiter, then stores the variant. It
     /// inherits the original's freshness: it expires with it; and it records which bytes it
     /// was made from (the original's ETag), so that it can be renewed with them.
-    private func resize(_ original: CachedObject, into variant: Variant, key: String, job: ResizeJob) {
+    private func resize(_ original: CachedObject, into variant: Variant, key: String, job: ResizeJob, requestID: String?) {
         guard original.status == 200 else {
             flights.complete(key: key, job: job, with: .failure(.upstreamStatus(original.status)))
             return
@@ -104,7 +105,9 @@ final class VariantSource: Sendable {
             resizeCount.add(1, ordering: .relaxed)
             let refusal = ThumbdError(error)
             if refusal.status >= 500 {
-                logger.warning("thumbnail.failed", metadata: ["upstream.url": "\(original.url)", "error": "\(error)"])
+                logger.warning("thumbnail.failed", metadata: [
+                    "upstream.url": "\(original.url)", "error": "\(error)", "request.id": "\(requestID ?? "-")",
+                ])
             }
             flights.complete(key: key, job: job, with: .failure(refusal))
             return
