@@ -11,7 +11,8 @@ struct HTTP2OriginTests {
         let files = Dictionary(uniqueKeysWithValues: try (0..<24).map {
             ("i\($0).png", try ThumbnailTests.thumbnailer.testImage(width: 40 + $0, height: 30, format: .png).array)
         })
-        let origin = try TestTLSOrigin(files: files)
+        // Made off the cooperative pool: openssl and nginx's start are waited for.
+        let origin = try await blocking { try TestTLSOrigin(files: files) }
         defer { origin.stop() }
         let daemon = try TestDaemon { $0.upstream.caFile = origin.caFile }
         defer { daemon.remove() }
@@ -33,7 +34,8 @@ struct HTTP2OriginTests {
 
     @Test("verification is on: without the test CA the same origin is refused")
     func verified() async throws {
-        let origin = try TestTLSOrigin(files: ["a.png": try ThumbnailTests.thumbnailer.testImage(width: 8, height: 8, format: .png).array])
+        let image = try ThumbnailTests.thumbnailer.testImage(width: 8, height: 8, format: .png).array
+        let origin = try await blocking { try TestTLSOrigin(files: ["a.png": image]) }
         defer { origin.stop() }
         let daemon = try TestDaemon()
         defer { daemon.remove() }
