@@ -52,7 +52,9 @@ struct RevalidationTests {
 
     @Test("within the grace, 50 clients get the stale copy at once and the origin sees one refresh")
     func staleWhileRevalidate() async throws {
-        try await withOriginAndDaemon { origin, daemon in
+        // A long grace: on a loaded machine the 50 requests may start seconds after the
+        // expiry, and past the default 10 s they would (rightly) wait for the held refresh.
+        try await withOriginAndDaemon({ $0.store.graceSeconds = 600 }) { origin, daemon in
             // The refresh is held at the origin until released: every stale answer below
             // arrives while it is still running, so none of them waited for it.
             let target = origin.thumb("/validated/s?gate=s&cc304=" + "max-age=60".queryEncoded)
