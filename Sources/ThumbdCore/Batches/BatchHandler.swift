@@ -5,11 +5,11 @@ struct BatchHandler: Sendable {
     let registry: BatchRegistry
     let maxItems: Int
 
-    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+    func handle(_ request: Request, context: RequestContext, requestID: String? = nil) -> HandlerResult {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)  // ["batches", id, "events"]
         switch (request.method, parts.count) {
         case ("POST", 1):
-            return .response(create(request))
+            return .response(create(request, requestID: requestID))
         case (_, 1):
             return .response(Router.notAllowed("POST"))
         case ("GET", 2), ("HEAD", 2):
@@ -37,11 +37,11 @@ struct BatchHandler: Sendable {
         }
     }
 
-    private func create(_ request: Request) -> Response {
+    private func create(_ request: Request, requestID: String?) -> Response {
         do {
             let parsed = try BatchRequest(body: request.body, maxItems: maxItems)
             let batch = try registry.create(parsed, accept: request.headers["accept"],
-                                            requestID: request.headers["x-request-id"])
+                                            requestID: requestID)
             return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
         } catch {
             return .error(error)

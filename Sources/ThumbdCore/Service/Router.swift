@@ -11,6 +11,7 @@ struct Router: HTTPHandler {
     let metricsRoute: MetricsHandler?
     let metrics: DaemonMetrics
     let log: RequestLog
+    let requestIDs = RequestIDs()
 
     func render(_ refusal: ServerRefusal) -> Response {
         .error(ThumbdError(refusal))
@@ -22,17 +23,14 @@ struct Router: HTTPHandler {
     }
 
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
-        // The id goes into the answer, the access line and every log line the request causes
-        // (handlers read it back from the request's headers).
-        var request = request
-        let id = RequestLog.id(for: request)
-        request.headers["x-request-id"] = id
+        // The id goes into the answer, the access line and every log line the request causes.
+        let id = requestIDs.id(for: request)
         context.addResponseHeaders([("X-Request-Id", id)])
         if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }
         if request.path == "/batches" || request.path.hasPrefix("/batches/") {
-            return batches.handle(request, context: context)
+            return batches.handle(request, context: context, requestID: id)
         }
         switch request.path {
         case "/stats", "/cache":
@@ -48,7 +46,7 @@ struct Router: HTTPHandler {
             ], body: GridPage.html))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return thumb.handle(request, context: context)
+            return thumb.handle(request, context: context, requestID: id)
         case "/healthz":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             switch health() {

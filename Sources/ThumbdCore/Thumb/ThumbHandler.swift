@@ -11,7 +11,7 @@ struct ThumbHandler: Sendable {
     let policy: DestinationPolicy
     let signer: URLSigner
 
-    func handle(_ request: Request, context: RequestContext) -> HandlerResult {
+    func handle(_ request: Request, context: RequestContext, requestID: String? = nil) -> HandlerResult {
         let placeholder: Bool
         do {
             placeholder = try ThumbRequest.wantsPlaceholder(request)
@@ -29,7 +29,7 @@ struct ThumbHandler: Sendable {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
         }
         if let variant = thumb.variant {
-            return handle(variant, of: thumb, placeholder: placeholder, requestID: request.headers["x-request-id"], context: context)
+            return handle(variant, of: thumb, placeholder: placeholder, requestID: requestID, context: context)
         }
         let key = thumb.destination.url
         let stored = source.cached(key)
@@ -48,11 +48,11 @@ struct ThumbHandler: Sendable {
         if let stale, source.servableStale(stale, at: now) {
             // Expired, within its grace: answered at once while one refresh runs behind it.
             source.store.recordAccess(key)
-            source.refreshInBackground(thumb.destination, stale: stale, requestID: request.headers["x-request-id"])
+            source.refreshInBackground(thumb.destination, stale: stale, requestID: requestID)
             return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now))
         }
         let joined = source.fetch(thumb.destination, priority: thumb.priority, stale: stale,
-                                  requestID: request.headers["x-request-id"]) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
+                                  requestID: requestID) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters))
         }
