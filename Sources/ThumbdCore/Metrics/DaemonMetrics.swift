@@ -19,10 +19,11 @@ final class DaemonMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
 
-    private let requests = Mutex<[RequestKey: CoreMetrics.Counter]>([:])
+    /// Per route and status (100–599), made on first use: an index, not a hash, per request.
+    private let requests = Mutex<[CoreMetrics.Counter?]>(Array(repeating: nil, count: DaemonMetrics.routes.count * 500))
     /// One per route, made up front (`routes` order).
     private let durations: [CoreMetrics.Timer]
-    private let cacheResults: [CacheResult: CoreMetrics.Counter]
+    private let cacheResults: [CoreMetrics.Counter]  // CacheResult.allCases order
     private let upstreamErrors = Mutex<[String: CoreMetrics.Counter]>([:])
     private let clientErrors = Mutex<[String: CoreMetrics.Counter]>([:])
     private let fetchDuration: CoreMetrics.Timer
@@ -34,12 +35,6 @@ final class DaemonMetrics: Sendable {
     private let levels: [Level: CoreMetrics.Gauge]
     /// The store's cumulative counts at the last scrape (its counters are fed the difference).
     private let lastStoreCounts = Mutex((evictions: 0, writeFailures: 0))
-
-    /// A route's place in `routes` and a status, in one integer: hashed on every request.
-    private struct RequestKey: Hashable {
-        let value: Int
-        init(route: Int, status: Int) { value = route << 16 | status }
-    }
 
     static let routes = ["/thumb", "/batches", "/batches/{id}", "/batches/{id}/events", "/stats", "/cache", "/healthz",
                          "/metrics", "/", "other"]
@@ -76,9 +71,9 @@ final class DaemonMetrics: Sendable {
         durations = Self.routes.map {
             CoreMetrics.Timer(label: "thumbd_http_request_duration_seconds", dimensions: [("route", $0)], factory: factory)
         }
-        cacheResults = Dictionary(uniqueKeysWithValues: CacheResult.allCases.map {
-            ($0, CoreMetrics.Counter(label: "thumbd_cache_results_total", dimensions: [("result", $0.rawValue)], factory: factory))
-        })
+        cacheResults = CacheResult.allCases.map {
+            CoreMetrics.Counter(label: "thumbd_cache_results_total", dimensions: [("result", $0.rawValue)], factory: factory)
+        }
         fetches = Dictionary(uniqueKeysWithValues: FetchOutcome.allCases.map {
             ($0, CoreMetrics.Counter(label: "thumbd_upstream_fetches_total", dimensions: [("outcome", $0.rawValue)], factory: factory))
         })
@@ -98,13 +93,14 @@ final class DaemonMetrics: Sendable {
     /// (a 4xx thumbd itself answered) by error code.
     func record(_ exchange: Exchange) {
         let route = Self.route(of: exchange.path)
-        let key = RequestKey(route: route, status: exchange.status)
+        let status = (100...599).contains(exchange.status) ? exchange.status : 599
+        let slot = route * 500 + status - 100
         let counter = requests.withLock { counters in
-            if let known = counters[key] { return known }
+            if let known = counters[slot] { return known }
             let made = CoreMetrics.Counter(
                 label: "thumbd_http_requests_total",
-                dimensions: [("route", Self.routes[route]), ("status", String(exchange.status))], factory: factory)
-            counters[key] = made
+                dimensions: [("route", Self.routes[route]), ("status", String(status))], factory: factory)
+            counters[slot] = made
             return made
         }
         counter.increment()
@@ -114,7 +110,16 @@ final class DaemonMetrics: Sendable {
         }
     }
 
-    func count(_ result: CacheResult) { cacheResults[result]?.increment() }
+    func count(_ result: CacheResult) {
+        let index = switch result {
+        case .hit: 0
+        case .miss: 1
+        case .coalesced: 2
+        case .stale: 3
+        case .revalidated: 4
+        }
+        cacheResults[index].increment()
+    }
 
     /// One upstream fetch ended.
     func fetched(_ result: Result<UpstreamResponse, UpstreamError>, duration: Duration) {
