@@ -128,7 +128,25 @@ http {{
 """
 
 
-class Nginx:
+class PeerCache:
+    """A peer that caches in front of the origin (nginx, Varnish): its process tree, the
+    origin's paths as they are, a graceful stop."""
+    stop_signal = signal.SIGTERM
+
+    @property
+    def pids(self):
+        # Read at measurement time: nginx's cache loader exits a minute after start.
+        return [self.proc.pid] + children(self.proc.pid)
+
+    def path(self, origin_path):
+        return origin_path
+
+    def stop(self):
+        self.proc.send_signal(self.stop_signal)
+        self.proc.wait(timeout=30)
+
+
+class Nginx(PeerCache):
     name = "nginx"
 
     def __init__(self, origin, work):
@@ -146,17 +164,7 @@ class Nginx:
                                       "-g", "daemon off;"], stderr=subprocess.DEVNULL)
         wait_port(self.port)
 
-    @property
-    def pids(self):
-        # Read at measurement time: the cache loader exits a minute after start.
-        return [self.proc.pid] + children(self.proc.pid)
-
-    def path(self, origin_path):
-        return origin_path
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGQUIT)
-        self.proc.wait(timeout=30)
+    stop_signal = signal.SIGQUIT  # graceful: finish what is in flight
 
 
 VARNISH_VCL = """
@@ -173,7 +181,7 @@ sub vcl_recv {{
 """
 
 
-class Varnish:
+class Varnish(PeerCache):
     """Varnish with its shipped settings (default_ttl 120 s, default_grace 10 s) and a VCL
     that only names the backend and accepts absolute-form requests (as a parent cache)."""
     name = "varnish"
@@ -192,16 +200,6 @@ class Varnish:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port, timeout=30)
 
-    @property
-    def pids(self):
-        return [self.proc.pid] + children(self.proc.pid)
-
-    def path(self, origin_path):
-        return origin_path
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
 
 
 class Direct:

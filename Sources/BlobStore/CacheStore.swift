@@ -120,22 +120,9 @@ public final class CacheStore: Sendable {
     /// the memory layer (so the next request is a hit, not a second fetch); if the commit
     /// fails it is taken out again.
     public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        var kept = object
-        kept.revalidated = false
-        hot.put(kept)
-        writerQueue.async { [self, object = kept] in
-            let result = Result { () throws -> Void in
-                try writer.insert(object, lastAccess: Self.nowMilliseconds())
-                try evictIfNeeded()
-            }
-            switch result {
-            case .success: writeSucceeded()
-            case .failure(let error):
-                hot.remove([object.key])
-                writeFailed(error, context: "store.insert")
-            }
-            publishStatistics()
-            completion(result)
+        write(object, context: "store.insert", completion: completion) { [writer] object in
+            try writer.insert(object, lastAccess: Self.nowMilliseconds())
+            return true
         }
     }
 
@@ -143,21 +130,31 @@ public final class CacheStore: Sendable {
     /// body (`object.body` must be the stored one: it is written only when the row has
     /// gone meanwhile). Visible at once through the memory layer, like `insert`.
     public func refresh(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        write(object, context: "store.refresh", completion: completion) { [writer] object in
+            if try writer.refresh(object, lastAccess: Self.nowMilliseconds()) { return false }
+            try writer.insert(object, lastAccess: Self.nowMilliseconds())
+            return true
+        }
+    }
+
+    /// The one write path: the object is in the memory layer at once; `operation` runs on
+    /// the writer queue (true when it added bytes, so eviction may be due); a failure takes
+    /// the object out of memory again and is reported.
+    private func write(_ object: CachedObject, context: String,
+                       completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
+                       operation: @escaping @Sendable (CachedObject) throws -> Bool) {
         var kept = object
         kept.revalidated = false
         hot.put(kept)
         writerQueue.async { [self, object = kept] in
             let result = Result { () throws -> Void in
-                if try !writer.refresh(object, lastAccess: Self.nowMilliseconds()) {
-                    try writer.insert(object, lastAccess: Self.nowMilliseconds())
-                    try evictIfNeeded()
-                }
+                if try operation(object) { try evictIfNeeded() }
             }
             switch result {
             case .success: writeSucceeded()
             case .failure(let error):
                 hot.remove([object.key])
-                writeFailed(error, context: "store.refresh")
+                writeFailed(error, context: context)
             }
             publishStatistics()
             completion(result)

@@ -99,23 +99,7 @@ struct Warm: AsyncParsableCommand {
     @Option(help: "high, normal or low.")
     var priority: String?
 
-    @Option(help: "Thumbnail width in pixels (makes each URL's variant).")
-    var width: Int?
-
-    @Option(help: "Thumbnail height in pixels.")
-    var height: Int?
-
-    @Option(help: "cover, contain, fill or inside.")
-    var fit: String?
-
-    @Option(help: "center or attention.")
-    var gravity: String?
-
-    @Option(help: "jpeg, png, webp, avif or auto.")
-    var format: String?
-
-    @Option(help: "Quality, 1 to 100.")
-    var quality: Int?
+    @OptionGroup var thumbnail: ThumbnailOptions
 
     @Flag(help: "Print the events as JSON lines instead of a progress bar.")
     var json = false
@@ -138,11 +122,7 @@ struct Warm: AsyncParsableCommand {
             server: server.server, priority: priority, json: json, interactive: isatty(2) == 1,
             output: { FileHandle.standardOutput.write(Data($0.utf8)) },
             progress: { FileHandle.standardError.write(Data($0.utf8)) })
-        let parameters: [(String, String?)] = [
-            ("w", width.map(String.init)), ("h", height.map(String.init)), ("fit", fit), ("gravity", gravity),
-            ("format", format), ("q", quality.map(String.init)),
-        ]
-        for case let (name, value?) in parameters { warmer.thumbnail[name] = value }
+        warmer.thumbnail = thumbnail.parameters
         if let key = try await signing.resolvedKey() {
             let signer = URLSigner(keys: [key])
             warmer.sign = { [thumbnail = warmer.thumbnail] url in signer.signature { $0 == "url" ? url : thumbnail[$0] } }
@@ -156,6 +136,36 @@ struct Warm: AsyncParsableCommand {
             FileHandle.standardError.write(Data(lines.utf8))
             throw ExitCode(1)
         }
+    }
+}
+
+/// The thumbnail parameters `thumbd warm` and `thumbd sign` take.
+struct ThumbnailOptions: ParsableArguments {
+    @Option(help: "Thumbnail width in pixels (a variant, not the original).")
+    var width: Int?
+
+    @Option(help: "Thumbnail height in pixels.")
+    var height: Int?
+
+    @Option(help: "cover, contain, fill or inside.")
+    var fit: String?
+
+    @Option(help: "center or attention.")
+    var gravity: String?
+
+    @Option(help: "jpeg, png, webp, avif or auto.")
+    var format: String?
+
+    @Option(help: "Quality, 1 to 100.")
+    var quality: Int?
+
+    /// As the daemon's query names them (`w`, `h`, `fit`, `gravity`, `format`, `q`), those given.
+    var parameters: [String: String] {
+        let all: [(String, String?)] = [
+            ("w", width.map(String.init)), ("h", height.map(String.init)), ("fit", fit), ("gravity", gravity),
+            ("format", format), ("q", quality.map(String.init)),
+        ]
+        return Dictionary(uniqueKeysWithValues: all.compactMap { name, value in value.map { (name, $0) } })
     }
 }
 
@@ -189,23 +199,7 @@ struct Sign: AsyncParsableCommand {
     @Argument(help: "The image URL.")
     var url: String
 
-    @Option(help: "Thumbnail width in pixels.")
-    var width: Int?
-
-    @Option(help: "Thumbnail height in pixels.")
-    var height: Int?
-
-    @Option(help: "cover, contain, fill or inside.")
-    var fit: String?
-
-    @Option(help: "center or attention.")
-    var gravity: String?
-
-    @Option(help: "jpeg, png, webp, avif or auto.")
-    var format: String?
-
-    @Option(help: "Quality, 1 to 100.")
-    var quality: Int?
+    @OptionGroup var thumbnail: ThumbnailOptions
 
     @OptionGroup var signing: SigningKeyOption
 
@@ -215,11 +209,8 @@ struct Sign: AsyncParsableCommand {
         guard let key = try await signing.resolvedKey() else {
             throw ValidationError("no signing key: pass --sign-key, set THUMBD_SIGNING_KEY or signing.keys")
         }
-        var parameters: [String: String] = ["url": url]
-        for case let (name, value?) in [
-            ("w", width.map(String.init)), ("h", height.map(String.init)), ("fit", fit), ("gravity", gravity),
-            ("format", format), ("q", quality.map(String.init)),
-        ] { parameters[name] = value }
+        var parameters = thumbnail.parameters
+        parameters["url"] = url
         let sig = URLSigner(keys: [key]).signature { parameters[$0] }!
         let query = URLSigner.signedNames.compactMap { name in parameters[name].map { "\(name)=\(QueryValue.encode($0))" } }
         let base = server.server.hasSuffix("/") ? String(server.server.dropLast()) : server.server

@@ -93,8 +93,7 @@ final class ObjectSource: Sendable {
     /// Starts (or joins) the one refresh of an expired object that is being answered stale;
     /// nobody waits for it, and it is never abandoned.
     func refreshInBackground(_ destination: DestinationPolicy.Destination, stale: CachedObject, requestID: String? = nil) {
-        let joined = fetch(destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
-        _ = joined
+        _ = fetch(destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
     }
 
     /// On the processing stage: checks the bytes, makes the object, answers the waiters, then
