@@ -73,5 +73,20 @@ struct ConfigurationTests {
         await #expect(throws: ConfigurationError.self) {
             _ = try await ThumbdConfiguration.load(file: "/nonexistent/thumbd.yaml", environment: [:])
         }
+        // Issue 10's settings: a proxy that is not an http:// URL, a signing key too short to
+        // be a secret, a metrics address that does not parse, a negative grace.
+        for (variable, value, key) in [
+            ("THUMBD_UPSTREAM_PROXY", "socks5://10.0.0.1:1080", "upstream.proxy"),
+            ("THUMBD_SIGNING_KEYS", "long-enough-key-0123,short", "signing.keys"),
+            ("THUMBD_METRICS_LISTEN", "not an address", "metrics.listen"),
+            ("THUMBD_STORE_GRACE_SECONDS", "-1", "store.graceSeconds"),
+        ] {
+            do {
+                _ = try await ThumbdConfiguration.load(file: nil, environment: [variable: value])
+                Issue.record("accepted \(variable)=\(value)")
+            } catch let error as ConfigurationError {
+                #expect(error.key == key)
+            }
+        }
     }
 }
