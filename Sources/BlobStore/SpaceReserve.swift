@@ -1,5 +1,8 @@
-import Support
 import Foundation
+import Support
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A file of `size` bytes beside the database, kept so that a purge can still run when the
 /// disk is full: deleting rows writes WAL frames too, and with no byte free even
@@ -15,8 +18,11 @@ final class SpaceReserve: @unchecked Sendable {  // confined to the writer queue
         self.size = size
     }
 
+    /// One `stat` after every write: `FileManager.attributesOfItem` would also read
+    /// /etc/passwd and /etc/group (for the owner's names) and the extended attributes.
     var isHeld: Bool {
-        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == size
+        var info = stat()
+        return stat(path, &info) == 0 && Int(info.st_size) == size
     }
 
     /// Makes the reserve if it is missing and the last attempt is a minute old. A partial

@@ -1,8 +1,10 @@
 import Support
 internal import CSQLite
 
-/// SQLite wants `SQLITE_TRANSIENT` (a macro casting -1) so that it copies bound bytes.
+/// SQLite wants `SQLITE_TRANSIENT` (a macro casting -1) so that it copies bound bytes, and
+/// `SQLITE_STATIC` (nil) when they stay valid until the binding is cleared.
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+private let lent: sqlite3_destructor_type? = nil
 
 /// Owns one `sqlite3_stmt*`, finalized in `deinit`. Columns are copied out before the next
 /// `step()`, as SQLite only lends their memory until then.
@@ -29,7 +31,9 @@ final class Statement {
         sqlite3_clear_bindings(handle)
     }
 
-    func bind(_ values: [SQLiteValue]) throws {
+    /// Binds `values`, copied by SQLite; with `lendingBlobs`, blobs are lent instead, and
+    /// the caller keeps them alive until `reset()` (a multi-megabyte image is not copied).
+    func bind(_ values: [SQLiteValue], lendingBlobs: Bool = false) throws {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let rc: Int32
@@ -38,7 +42,9 @@ final class Statement {
             case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
             case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, transient)
             case .blob(let v):
-                rc = v.withUnsafeBytes { sqlite3_bind_blob64(handle, index, $0.baseAddress, UInt64($0.count), transient) }
+                rc = v.withUnsafeBytes {
+                    sqlite3_bind_blob64(handle, index, $0.baseAddress, UInt64($0.count), lendingBlobs ? lent : transient)
+                }
             }
             precondition(rc != SQLITE_RANGE && rc != SQLITE_MISUSE, "bad bind \(index) in \(sql)")
             if rc != SQLITE_OK { throw SQLiteError(code: rc, db: db, context: "bind \(sql)") }
@@ -55,11 +61,13 @@ final class Statement {
         }
     }
 
-    /// Binds, runs to completion, and resets.
+    /// Binds, runs to completion, and resets; blobs are lent, as `values` outlives the reset.
     func run(_ values: [SQLiteValue] = []) throws {
-        try bind(values)
-        defer { reset() }
-        while try step() {}
+        try withExtendedLifetime(values) {
+            defer { reset() }
+            try bind(values, lendingBlobs: true)
+            while try step() {}
+        }
     }
 
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }

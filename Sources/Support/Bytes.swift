@@ -1,41 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// An immutable byte buffer shared, never copied, from the fetch to the store to every
 /// response that sends it: libmicrohttpd sends straight from it and releases it when done.
-/// It owns its memory (allocated once, freed in `deinit`), so the pointer it lends is
-/// stable for as long as anyone holds it; nothing writes to it after `init`, which is the
-/// argument for `@unchecked Sendable`.
+/// It owns its memory (allocated once, or handed over by a `Builder`, and freed in
+/// `deinit`), so the pointer it lends is stable for as long as anyone holds it; nothing
+/// writes to it after `init`, which is the argument for `@unchecked Sendable`.
 public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertible {
-    private let storage: UnsafeMutableRawBufferPointer
+    private let storage: UnsafeMutableRawPointer
 
     public static let empty = Bytes([])
 
-    public init(_ bytes: [UInt8]) {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 16)
-        bytes.withUnsafeBytes { source in
-            if let base = source.baseAddress, source.count > 0 {
-                buffer.baseAddress!.copyMemory(from: base, byteCount: source.count)
-            }
-        }
-        storage = buffer
-        count = bytes.count
+    public convenience init(_ bytes: [UInt8]) {
+        self.init(copying: bytes.withUnsafeBytes { $0 })
     }
 
     public init(copying buffer: UnsafeRawBufferPointer) {
-        storage = .allocate(byteCount: max(1, buffer.count), alignment: 16)
+        storage = Self.allocate(buffer.count)
         if let base = buffer.baseAddress, buffer.count > 0 {
-            storage.baseAddress!.copyMemory(from: base, byteCount: buffer.count)
+            storage.copyMemory(from: base, byteCount: buffer.count)
         }
         count = buffer.count
     }
 
+    /// Takes over `storage` (from `malloc`), which holds `count` bytes.
+    private init(adopting storage: UnsafeMutableRawPointer, count: Int) {
+        self.storage = storage
+        self.count = count
+    }
+
+    private static func allocate(_ count: Int) -> UnsafeMutableRawPointer {
+        guard let memory = malloc(max(1, count)) else { fatalError("out of memory (\(count) bytes)") }
+        return memory
+    }
+
     public convenience init(_ text: String) { self.init(Array(text.utf8)) }
 
-    deinit { storage.deallocate() }
+    deinit { free(storage) }
 
     public let count: Int
     public var isEmpty: Bool { count == 0 }
 
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: storage.baseAddress, count: count))
+        try body(UnsafeRawBufferPointer(start: storage, count: count))
     }
 
     /// A copy, for tests and small checks.
@@ -44,7 +52,7 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
     public func prefix(_ length: Int) -> [UInt8] { withUnsafeBytes { Array($0.prefix(length)) } }
 
     /// Lends the base address to C code that keeps it while it holds a retain on `self`.
-    package var baseAddress: UnsafeRawPointer { UnsafeRawPointer(storage.baseAddress!) }
+    package var baseAddress: UnsafeRawPointer { UnsafeRawPointer(storage) }
 
     public static func == (a: Bytes, b: Bytes) -> Bool {
         a === b || (a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.elementsEqual(y) } })
@@ -52,3 +60,41 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
 
     public var description: String { "Bytes(\(count))" }
 }
+
+extension Bytes {
+    /// Bytes that arrive in pieces (a download), gathered in memory that the finished
+    /// `Bytes` takes over: the body is written once, not copied again at the end.
+    /// Used by one thread at a time.
+    public struct Builder: ~Copyable {
+        private var storage: UnsafeMutableRawPointer?
+        private var capacity = 0
+        public private(set) var count = 0
+
+        public init() {}
+
+        deinit { free(storage) }
+
+        /// Makes room for `total` bytes in all (a `Content-Length` known in advance).
+        public mutating func reserve(_ total: Int) {
+            guard total > capacity else { return }
+            guard let grown = realloc(storage, total) else { fatalError("out of memory (\(total) bytes)") }
+            storage = grown
+            capacity = total
+        }
+
+        public mutating func append(_ piece: UnsafeRawBufferPointer) {
+            guard let base = piece.baseAddress, piece.count > 0 else { return }
+            if count + piece.count > capacity { reserve(max(count + piece.count, capacity * 2, 16 * 1024)) }
+            (storage! + count).copyMemory(from: base, byteCount: piece.count)
+            count += piece.count
+        }
+
+        /// The bytes gathered, handed over; the builder is empty again.
+        public mutating func take() -> Bytes {
+            defer { storage = nil; capacity = 0; count = 0 }
+            guard let memory = storage, count > 0 else { return Bytes([]) }
+            return Bytes(adopting: memory, count: count)
+        }
+    }
+}
+

@@ -9,7 +9,9 @@ final class Transfer {
     let easy: UnsafeMutableRawPointer
     let job: FetchJob
     private let configuration: TransferLoop.Configuration
-    private(set) var body: [UInt8] = []
+    private var body = Bytes.Builder()
+    /// Body bytes received so far.
+    var bytesReceived: Int { body.count }
     private var headers = OriginHeaders()
     /// The body has begun: later header lines are trailers, and are ignored.
     private var statusChecked = false
@@ -126,12 +128,10 @@ final class Transfer {
             return 0
         }
         if let data, count > 0 {
-            if body.isEmpty, let length = headers.contentLength, length <= configuration.maxObjectBytes {
-                body.reserveCapacity(length)
+            if body.count == 0, let length = headers.contentLength, length <= configuration.maxObjectBytes {
+                body.reserve(length)
             }
-            data.withMemoryRebound(to: UInt8.self, capacity: count) {
-                body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
-            }
+            body.append(UnsafeRawBufferPointer(start: data, count: count))
         }
         return count
     }
@@ -236,7 +236,7 @@ final class Transfer {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
             }
             return .success(UpstreamResponse(
-                status: 200, body: Bytes(body), etag: headers.etag,
+                status: 200, body: body.take(), etag: headers.etag,
                 lastModified: headers.lastModified, cacheControl: headers.cacheControl,
                 expires: headers.expires, date: headers.date))
         case CURLE_OPERATION_TIMEDOUT:

@@ -253,7 +253,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
             _ = detach(easy)
             logger.debug("fetch.done", metadata: [
                 "upstream.url": "\(transfer.job.url)", "curl.code": "\(code.rawValue)",
-                "fetch.bytes": "\(transfer.body.count)",
+                "fetch.bytes": "\((try? outcome.get())?.body.count ?? transfer.bytesReceived)",
             ])
             transfer.job.complete(outcome)
             onFinished()

@@ -54,17 +54,3 @@ struct IPAddressTests {
         }
     }
 }
-
-@Suite("Bytes")
-struct BytesTests {
-    @Test("holds a copy, compares by content, and the empty buffer is empty")
-    func basics() {
-        var source: [UInt8] = [1, 2, 3]
-        let bytes = Bytes(source)
-        source[0] = 9
-        #expect(bytes.array == [1, 2, 3])
-        #expect(bytes == Bytes([1, 2, 3]))
-        #expect(bytes != Bytes([1, 2]))
-        #expect(Bytes.empty.count == 0)
-    }
-}

@@ -93,6 +93,21 @@ struct ThumbnailerTests {
         }
     }
 
+    @Test("the loader remembered for a signature: the same format read again, garbage behind it refused",
+          arguments: [ImageFormat.jpeg, .png, .webp])
+    func rememberedLoader(_ format: ImageFormat) throws {
+        let image = try Self.thumbnailer.testImage(width: 40, height: 30, format: format)
+        for _ in 0..<2 {  // the second read takes the loader remembered by the first
+            let header = try Self.thumbnailer.header(of: image)
+            #expect(header.format == format && header.width == 40 && header.height == 30)
+        }
+        let signature = Array(image.array.prefix(format == .webp ? 16 : 8))
+        let garbage = Bytes(signature + [UInt8](repeating: 0x41, count: 400))
+        #expect(throws: (any Error).self) { try Self.thumbnailer.header(of: garbage) }
+        let gif = try Self.thumbnailer.header(of: Bytes(Self.twoFrameGIF))
+        #expect(gif.pages == 2 && gif.format == nil)
+    }
+
     @Test("an animated GIF: its frames are counted, and the thumbnail is its first frame")
     func animatedGIF() throws {
         let gif = Bytes(Self.twoFrameGIF)
