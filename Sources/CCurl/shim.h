@@ -5,6 +5,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 typedef size_t (*thumbd_curl_data_fn)(char *data, size_t size, size_t count, void *user);
 typedef int (*thumbd_curl_xferinfo_fn)(void *user, curl_off_t dltotal, curl_off_t dlnow,
@@ -49,6 +53,49 @@ static inline CURLcode thumbd_curl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *
 static inline CURLcode thumbd_curl_getinfo_str(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
 
 static inline CURLMcode thumbd_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+
+typedef int (*thumbd_curl_socket_fn)(CURL *easy, curl_socket_t socket, int what, void *user, void *socket_user);
+typedef int (*thumbd_curl_timer_fn)(CURLM *multi, long timeout_ms, void *user);
+static inline CURLMcode thumbd_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
+static inline CURLMcode thumbd_curl_multi_setopt_socketfn(CURLM *m, thumbd_curl_socket_fn f) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, f); }
+static inline CURLMcode thumbd_curl_multi_setopt_timerfn(CURLM *m, thumbd_curl_timer_fn f) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, f); }
+static const curl_socket_t thumbd_curl_socket_timeout = CURL_SOCKET_TIMEOUT;
+static const int thumbd_curl_poll_remove = CURL_POLL_REMOVE;
+
+// The multi handle's sockets in one epoll set (curl's multi_socket interface), with an
+// eventfd to wake the loop. `struct epoll_event` is packed on x86-64, hence C.
+static inline int thumbd_curl_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int thumbd_curl_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+static inline void thumbd_curl_eventfd_signal(int fd) { uint64_t one = 1; (void)!write(fd, &one, sizeof one); }
+static inline void thumbd_curl_eventfd_drain(int fd) { uint64_t n; (void)!read(fd, &n, sizeof n); }
+/// Watches `fd` as curl asks (CURL_POLL_IN, _OUT, _INOUT; level-triggered), or stops
+/// watching it (CURL_POLL_REMOVE). Returns 0, or -1 with errno.
+static inline int thumbd_curl_epoll_watch(int epfd, int fd, int what) {
+    struct epoll_event event = {0};
+    if (what == CURL_POLL_REMOVE) {
+        int rc = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &event);
+        return (rc != 0 && (errno == ENOENT || errno == EBADF)) ? 0 : rc;  /* already gone */
+    }
+    event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+    event.data.fd = fd;
+    int rc = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event);
+    if (rc != 0 && errno == ENOENT) rc = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+    return rc;
+}
+/// Waits; writes up to `max` ready descriptors and, for each, curl's CURL_CSELECT_* bits.
+/// Returns their count, or -1 (errno set).
+static inline int thumbd_curl_epoll_wait(int epfd, int *fds, int *bits, int max, int timeout_ms) {
+    struct epoll_event events[128];
+    if (max > 128) max = 128;
+    int n = epoll_wait(epfd, events, max, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        fds[i] = events[i].data.fd;
+        bits[i] = ((events[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0)
+                | ((events[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0)
+                | ((events[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+    }
+    return n;
+}
 
 static const long thumbd_curl_global_all = CURL_GLOBAL_ALL;
 static const long thumbd_curl_prereq_ok = CURL_PREREQFUNC_OK;

@@ -1,14 +1,16 @@
 import Support
 internal import CCurl
 import Foundation
+import Glibc
 import Logging
 import Synchronization
 
 /// Runs every upstream transfer on one curl multi handle, on one thread of its own.
 ///
 /// Other threads talk to it only through `submit` and `cancel`, which put a command in a
-/// locked inbox and wake the loop with `curl_multi_wakeup` (the one multi call that is
-/// thread-safe). Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per
+/// locked inbox and wake the loop (an eventfd). The loop drives curl's multi_socket
+/// interface from one epoll set: each turn costs what is ready, not what is running
+/// (`curl_multi_poll` and `curl_multi_perform` visit every transfer on every turn). Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per
 /// host; the rest wait in a queue ordered by priority, then by arrival. A full queue refuses
 /// at once (503) rather than letting latency grow without bound.
 public final class TransferLoop: Sendable {
@@ -138,10 +140,9 @@ public final class TransferLoop: Sendable {
                 }
             }
             state.admit()
-            state.perform()
+            multi.waitAndAct(maxMilliseconds: 1000)
             if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
             state.publishLoad()
-            state.poll(timeoutMilliseconds: 1000)
         }
     }
 }
@@ -161,27 +162,90 @@ public struct ConnectCheck: Sendable {
     public static let anything = ConnectCheck(allowsAddress: { _ in true }, allowsHost: { _ in true })
 }
 
-/// The multi handle. `curl_multi_wakeup` may be called from any thread; everything else
-/// happens on the loop thread or after it has exited (`close`). That is the argument for
-/// `@unchecked Sendable`.
+/// The multi handle, the epoll set its sockets are watched in, and the eventfd that wakes
+/// the loop. `wakeup` may be called from any thread (a write to the eventfd); everything
+/// else happens on the loop thread or after it has exited (`close`). That is the argument
+/// for `@unchecked Sendable`. curl tells it which sockets to watch and when its timer is
+/// due through two callbacks, whose context pointer is this object (unretained: it outlives
+/// the multi handle, which `close` cleans up first).
 private final class MultiHandle: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
+    private let epoll: Int32
+    private let wakeFD: Int32
+    /// When curl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)`; nil: no timer.
+    private var timerDue: ContinuousClock.Instant?
+    /// What one wait reports: ready descriptors and curl's CURL_CSELECT_* bits for each.
+    private var readyFDs = [Int32](repeating: 0, count: 128)
+    private var readyBits = [Int32](repeating: 0, count: 128)
     private var closed = false
 
     init(maxConnectionsPerHost: Int) {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         handle = multi
+        epoll = thumbd_curl_epoll_create()
+        wakeFD = thumbd_curl_eventfd()
+        precondition(epoll >= 0 && wakeFD >= 0, "epoll/eventfd: \(String(cString: strerror(errno)))")
+        precondition(thumbd_curl_epoll_watch(epoll, wakeFD, Int32(CURL_POLL_IN)) == 0,
+                     "epoll_ctl: \(String(cString: strerror(errno)))")
         // HTTP/2 origins: many transfers over one connection.
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        _ = thumbd_curl_multi_setopt_socketfn(multi) { _, socket, what, user, _ in
+            Unmanaged<MultiHandle>.fromOpaque(user!).takeUnretainedValue().watch(socket, what)
+        }
+        _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        _ = thumbd_curl_multi_setopt_timerfn(multi) { _, milliseconds, user in
+            Unmanaged<MultiHandle>.fromOpaque(user!).takeUnretainedValue().setTimer(milliseconds)
+        }
     }
 
-    func wakeup() { curl_multi_wakeup(handle) }
+    func wakeup() { thumbd_curl_eventfd_signal(wakeFD) }
+
+    /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl waits for, or no more.
+    private func watch(_ socket: curl_socket_t, _ what: Int32) -> Int32 {
+        thumbd_curl_epoll_watch(epoll, socket, what) == 0 ? 0 : -1
+    }
+
+    /// CURLMOPT_TIMERFUNCTION: -1 removes the timer; 0 means as soon as possible.
+    private func setTimer(_ milliseconds: Int) -> Int32 {
+        timerDue = milliseconds < 0 ? nil : .now + .milliseconds(milliseconds)
+        return 0
+    }
+
+    /// Waits until a watched socket is ready, the timer is due, a wake-up, or at most
+    /// `maxMilliseconds`; then lets curl act on each ready socket and on its timer.
+    func waitAndAct(maxMilliseconds: Int) {
+        var timeout = maxMilliseconds
+        if let due = timerDue {
+            let left = due - .now
+            // Rounded up: waking a little early would only spin.
+            timeout = left <= .zero ? 0 : min(timeout, Int((left / .milliseconds(1)).rounded(.up)))
+        }
+        let ready = thumbd_curl_epoll_wait(epoll, &readyFDs, &readyBits, Int32(readyFDs.count), Int32(timeout))
+        var running: Int32 = 0
+        for index in 0..<max(0, Int(ready)) {
+            if readyFDs[index] == wakeFD {
+                thumbd_curl_eventfd_drain(wakeFD)
+            } else {
+                let rc = curl_multi_socket_action(handle, readyFDs[index], readyBits[index], &running)
+                precondition(rc == CURLM_OK, "curl_multi_socket_action: \(rc)")
+            }
+        }
+        if let due = timerDue, due <= .now {
+            timerDue = nil
+            let rc = curl_multi_socket_action(handle, thumbd_curl_socket_timeout, 0, &running)
+            precondition(rc == CURLM_OK, "curl_multi_socket_action(timeout): \(rc)")
+        }
+    }
 
     func close() {
         guard !closed else { return }
         closed = true
-        curl_multi_cleanup(handle)
+        curl_multi_cleanup(handle)  // may still call `watch` for the connections it closes
+        Glibc.close(epoll)
+        Glibc.close(wakeFD)
     }
 
     deinit { assert(closed, "MultiHandle was not closed") }
@@ -224,12 +288,6 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         logger.debug("fetch.start", metadata: ["upstream.url": "\(job.url)", "fetch.running": "\(running.count)"])
     }
 
-    func perform() {
-        var stillRunning: Int32 = 0
-        let rc = curl_multi_perform(multi.handle, &stillRunning)
-        precondition(rc == CURLM_OK, "curl_multi_perform: \(rc)")
-    }
-
     /// Completes every transfer curl reports as done; returns how many.
     func reapFinished() -> Int {
         var reaped = 0
@@ -260,11 +318,6 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
             reaped += 1
         }
         return reaped
-    }
-
-    func poll(timeoutMilliseconds: Int32) {
-        var ready: Int32 = 0
-        _ = curl_multi_poll(multi.handle, nil, 0, timeoutMilliseconds, &ready)
     }
 
     func cancel(_ job: FetchJob, with error: UpstreamError) {
