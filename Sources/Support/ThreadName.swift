@@ -15,9 +15,13 @@ package enum ThreadName {
 
     /// The names of this process's threads that start with one of `prefixes`, from the
     /// kernel's list (`/proc/self/task`): how a program checks that a stop left nothing running.
+    /// The main thread is not among them (it carries the program's name, which may be
+    /// `thumbd-1.2` as well as `thumbd`).
     package static func living(withPrefixes prefixes: [String]) -> [String] {
+        let main = String(getpid())
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.compactMap { task in
+            guard task != main else { return nil }
             guard let data = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm") else { return nil }
             let name = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             return prefixes.contains { name.hasPrefix($0) } ? name : nil

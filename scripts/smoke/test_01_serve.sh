@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real binary: settings from file + environment + flags, miss then hit with curl,
 # a JSON 400, and a clean exit 0 on SIGTERM (no thread left behind) with the cache kept
-# for the next start.
+# for the next start (by a copy of the binary under another name).
 source "$(dirname "$0")/lib.sh"
 start_origin
 THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --config "$ROOT/config/thumbd.yaml" --db "$WORK/cache.sqlite"
@@ -23,9 +23,12 @@ wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGTERM"
 grep -q 'thumbd.stopped' "$WORK/thumbd.err" || fail "no graceful stop: $(tail -3 "$WORK/thumbd.err")"
 grep -q 'threads.left=0 .*thumbd.exit' "$WORK/thumbd.err" || fail "threads left running: $(grep thumbd.exit "$WORK/thumbd.err")"
 
-THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
+# Restarted from a copy installed under another name (its main thread carries that name).
+cp "$THUMBD_BIN" "$WORK/thumbd-1.2"
+THUMBD_BIN="$WORK/thumbd-1.2" THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
 url="$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/smoke.jpg")"  # a new port
 curl -fsS -o /dev/null -D "$WORK/h3" "$url"
 grep -qi '^x-thumbd-cache: hit' "$WORK/h3" || fail "no hit after restart"
 kill -INT "$THUMBD_PID"
 wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGINT"
+grep -q 'threads.left=0 .*thumbd.exit' "$WORK/thumbd.err" || fail "renamed binary: $(grep thumbd.exit "$WORK/thumbd.err")"
