@@ -143,19 +143,24 @@ public struct Exchange: Sendable {
     public var extraHeaders: [(String, String)] = []
     /// The body's length; nil for a streamed body.
     public var bodyBytes: Int?
-    /// From the request's headers being read to the answer being sent.
-    public var duration: Duration
+    /// When the request's headers had been read.
+    public var started: ContinuousClock.Instant
 
     public init(method: String, path: String, query: [String: String], status: Int, headers: [(String, String)],
-                bodyBytes: Int?, duration: Duration) {
+                bodyBytes: Int?, started: ContinuousClock.Instant) {
         self.method = method
         self.path = path
         self.query = query
         self.status = status
         self.headers = headers
         self.bodyBytes = bodyBytes
-        self.duration = duration
+        self.started = started
     }
+
+    /// From the request's headers being read to now: in `HTTPHandler.finished`, to the answer
+    /// having been sent. Read from the clock only by whoever wants it (the access log), not
+    /// on every request.
+    public func duration(until now: ContinuousClock.Instant = .now) -> Duration { now - started }
 
     public func header(_ name: String) -> String? {
         (headers.first { $0.0.caseInsensitiveCompare(name) } ?? extraHeaders.first { $0.0.caseInsensitiveCompare(name) })?.1

@@ -163,7 +163,7 @@ public final class RequestContext: Sendable, SocketObserver {
             guard let request = state.request else { return nil }
             let sent = state.sent ?? (499, [], [], 0)
             var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
-                                    headers: sent.headers, bodyBytes: sent.bytes, duration: ContinuousClock.now - started)
+                                    headers: sent.headers, bodyBytes: sent.bytes, started: started)
             exchange.extraHeaders = sent.extra
             return exchange
         }

@@ -180,14 +180,18 @@ final class ServerCore: Sendable {
             mhdResponse = created
         }
         defer { MHD_destroy_response(mhdResponse) }
-        for (name, value) in response.headers {
-            _ = MHD_add_response_header(mhdResponse, name, value)
-        }
-        for (name, value) in extra {
-            _ = MHD_add_response_header(mhdResponse, name, value)
-        }
-        if let name = core.serverHeader { _ = MHD_add_response_header(mhdResponse, "Server", name) }
+        for (name, value) in response.headers { addHeader(mhdResponse, name, value) }
+        for (name, value) in extra { addHeader(mhdResponse, name, value) }
+        if let name = core.serverHeader { addHeader(mhdResponse, "Server", name) }
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    /// `withCString` lends the string's own bytes (or, for a short one, a copy on the stack);
+    /// passing a String where C wants a pointer would allocate a copy for every header.
+    private static func addHeader(_ response: OpaquePointer, _ name: String, _ value: String) {
+        name.withCString { name in
+            value.withCString { value in _ = MHD_add_response_header(response, name, value) }
+        }
     }
 
     /// RFC 9112 §6.3: a request whose body length is ambiguous is refused and the connection
@@ -255,8 +259,9 @@ final class ServerCore: Sendable {
     /// every header into a dictionary was a visible share of a hit's cost.
     private static func headers(_ connection: OpaquePointer, names: [String]) -> [String: String] {
         var headers: [String: String] = [:]
+        headers.reserveCapacity(names.count)
         for name in names {
-            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) {
+            if let value = name.withCString({ MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }) {
                 headers[name] = String(cString: value)
             }
         }
@@ -283,6 +288,7 @@ private final class ValueCollector {
     let only: String
     init(only: String = "") { self.only = only }
     func add(_ key: String, _ value: String) {
+        if values.isEmpty { values.reserveCapacity(8) }  // a /thumb query: url and a few parameters
         if values[key] == nil { values[key] = value }  // the first occurrence wins
     }
 }

@@ -112,7 +112,7 @@ enum Fuzz {
             _ = requestGuard.check(request)
             _ = requestGuard.corsHeaders(request)
         }
-        _ = RequestGuard.bareName(RequestGuard.stripPort(text))
+        _ = RequestGuard.hostName(text)
     }
 }
 

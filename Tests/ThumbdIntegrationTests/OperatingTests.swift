@@ -98,7 +98,7 @@ struct OperatingTests {
         let exchange = Exchange(
             method: "GET", path: "/thumb",
             query: ["url": "https://cdn.example/a.jpg?token=SECRET#x", "w": "64", "sig": "SIGNATURE"],
-            status: 200, headers: [], bodyBytes: 10, duration: .milliseconds(1))
+            status: 200, headers: [], bodyBytes: 10, started: .now)
         let logged = RequestLog.loggable(exchange)
         #expect(!logged.contains("SECRET") && !logged.contains("SIGNATURE"))
         #expect(logged == "/thumb?sig=-&url=https%3A%2F%2Fcdn.example%2Fa.jpg%3F&w=64")

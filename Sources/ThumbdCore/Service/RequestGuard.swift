@@ -24,14 +24,14 @@ struct RequestGuard: Sendable {
 
     init(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) {
         anyHost = allowedHosts.contains("*")
-        hosts = Set((Self.loopbackNames + [listenHost] + allowedHosts).map { Self.bareName($0) })
+        hosts = Set((Self.loopbackNames + [listenHost] + allowedHosts).map { Self.hostName($0) })
         origins = Set(allowedOrigins.map { $0.lowercased() })
     }
 
     /// The verdict for a request: nil to go on, else the response to send.
     func check(_ request: Request) -> Response? {
         guard let host = request.headers["host"] else { return nil }  // HTTP/1.0 (the server refuses 1.1 without)
-        guard anyHost || hosts.contains(Self.bareName(Self.stripPort(host))) else {
+        guard anyHost || hosts.contains(Self.hostName(host)) else {
             return .error(ThumbdError(.misdirectedRequest, "thumbd does not answer for this host name; add it to server.allowedHosts"))
         }
         let origin = request.headers["origin"]
@@ -89,18 +89,26 @@ struct RequestGuard: Sendable {
         return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
-    /// `name:port` → `name`; `[v6]:port` → `[v6]`.
-    static func stripPort(_ host: String) -> String {
-        if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
-        if let colon = host.lastIndex(of: ":"), host.firstIndex(of: ":") == colon { return String(host[..<colon]) }
-        return host
-    }
-
-    /// Lower-case, without brackets or a trailing dot.
-    static func bareName(_ host: String) -> String {
-        var name = host.lowercased()
-        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        if name.hasSuffix(".") { name.removeLast() }
-        return name
+    /// The name a `Host` header (or a configured name) gives: `name:port` → `name`,
+    /// `[v6]:port` and `[v6]` → `v6`, ASCII lower-case, without a trailing dot. One pass over
+    /// the bytes: it runs on every request, hits included.
+    static func hostName(_ host: String) -> String {
+        var host = host
+        return host.withUTF8 { bytes -> String in
+            let colon = UInt8(ascii: ":")
+            var start = 0
+            var end = bytes.count
+            if end > 0, bytes[0] == UInt8(ascii: "["), let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
+                start = 1
+                end = close
+            } else if let first = bytes.firstIndex(of: colon), bytes.lastIndex(of: colon) == first {
+                end = first  // one colon: a port (a bare IPv6 address has several)
+            }
+            if end > start, bytes[end - 1] == UInt8(ascii: ".") { end -= 1 }
+            let name = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            let upper = UInt8(ascii: "A")...UInt8(ascii: "Z")
+            guard name.contains(where: upper.contains) else { return String(decoding: name, as: UTF8.self) }
+            return String(decoding: name.map { upper.contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
     }
 }

@@ -20,13 +20,16 @@ struct ThumbRequest: Sendable {
     }
 
     init(_ request: Request, policy: DestinationPolicy, avif: Bool) throws(ThumbdError) {
-        if let parameters = try ThumbnailParameters({ request.query[$0] }) {
+        // The most common request names the URL alone: no parameter to look for (each lookup
+        // hashes its name, on every hit).
+        let urlAlone = request.query.count == 1 && request.query["url"] != nil
+        if !urlAlone, let parameters = try ThumbnailParameters({ request.query[$0] }) {
             if parameters.format == .fixed(.avif) && !avif {
                 throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
             }
             variant = parameters.resolved(accept: request.headers["accept"], avif: avif)
         }
-        if let text = request.query["priority"] {
+        if !urlAlone, let text = request.query["priority"] {
             guard let priority = Priority(parameter: text) else {
                 throw .badRequest(.badParameter, "priority must be high, normal or low, not \(text)")
             }
