@@ -605,7 +605,9 @@ def scenario_coalesce(servers, origin, seconds, rounds, work):
 
 
 def scenario_fanout(servers, origin, seconds, rounds, work):
-    """Interleaved rounds (new URLs each), medians: one round moves by 10% on these machines."""
+    """Interleaved rounds (new URLs each), medians: one round moves by 10% on these machines,
+    so at least 7 (a round takes a second)."""
+    rounds = max(rounds, 7)
     print("bench: cold fan-out, %d rounds" % rounds, file=sys.stderr)
     runs = {"thumbd": [], "nginx": [], "direct": []}
     for r in range(rounds):
