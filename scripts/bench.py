@@ -75,13 +75,18 @@ class Thumbd:
         # thumbd's shipped settings (config/thumbd.yaml's defaults), but for two: the origin
         # is on loopback, which thumbd refuses by default; and the held-stream scenarios keep
         # origins silent for longer than the 10 s low-speed limit.
+        # Not the repository's config/thumbd.yaml: the shipped defaults only.
+        config = os.path.join(work, "empty.yaml")
+        if not os.path.exists(config):
+            with open(config, "w") as f:
+                f.write("{}\n")
         env = dict(os.environ,
                    THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true",
                    THUMBD_UPSTREAM_LOW_SPEED_SECONDS="120",
                    THUMBD_LOG_LEVEL="warning", **(extra or {}))
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", os.path.join(work, name + ".sqlite"),
-             "--config", os.path.join(work, "empty.yaml")],
+             "--config", config],
             env=env, stdout=subprocess.DEVNULL)
         wait_port(self.port)
         self.pids = [self.proc.pid]
@@ -303,12 +308,13 @@ def wrk(port, paths, seconds, work):
         m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % pct, out, re.M)
         value, unit = float(m.group(1)), m.group(2)
         return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: .*", out)
     if errors or socket_errors:
         print("   wrk reported: %s %s" % (errors.group(0) if errors else "", socket_errors.group(0) if socket_errors else ""),
               file=sys.stderr)
-    return rps, latency(50), latency(99)
+    return rps, latency(50), latency(99), requests
 
 
 def hot(servers, origin, count, seconds, rounds, work, label):
@@ -319,8 +325,13 @@ def hot(servers, origin, count, seconds, rounds, work, label):
         results[server.name] = []
     for _ in range(rounds):  # interleaved, so both see the same noise
         for server in servers:
-            results[server.name].append(wrk(server.port, [server.path(p) for p in paths], seconds, work))
-    return {name: tuple(statistics.median(r[i] for r in runs) for i in range(3)) for name, runs in results.items()}
+            before = cpu_seconds(server.pids)
+            rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
+            # The server's own CPU per answer: steadier than req/s on a shared machine, where
+            # wrk and the server take turns on the same two cores.
+            cpu_us = (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
+            results[server.name].append((rps, p50, p99, cpu_us))
+    return {name: tuple(statistics.median(r[i] for r in runs) for i in range(4)) for name, runs in results.items()}
 
 
 def receive_response(sock, buffer):
@@ -590,6 +601,7 @@ def scenario_hot(servers, origin, seconds, rounds, work):
         rows.append(("hot hit, %s" % label, "req/s", t[0], n[0]))
         rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
         rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
+        rows.append(("hot hit, %s" % label, "server CPU us per answer", t[3], n[3]))
     return rows
 
 
@@ -764,8 +776,6 @@ def main():
     wanted = set(args.only or SCENARIOS)
     seconds, rounds = (4, 1) if args.quick else (8, 3)
     work = tempfile.mkdtemp(prefix="thumbd-bench-")
-    with open(os.path.join(work, "empty.yaml"), "w") as f:
-        f.write("{}\n")  # not the repository's config/thumbd.yaml: the shipped defaults only
     origin = Origin()
     servers = []
     rows = []

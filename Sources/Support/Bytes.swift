@@ -12,16 +12,24 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
 
     public static let empty = Bytes([])
 
-    public convenience init(_ bytes: [UInt8]) {
-        self.init(copying: bytes.withUnsafeBytes { $0 })
+    public init(_ bytes: [UInt8]) {
+        // The copy happens inside `withUnsafeBytes`: the pointer it lends is valid only there
+        // (once inlined, a temporary array may be freed as soon as the closure returns).
+        storage = bytes.withUnsafeBytes { Self.copy($0) }
+        count = bytes.count
     }
 
     public init(copying buffer: UnsafeRawBufferPointer) {
-        storage = Self.allocate(buffer.count)
-        if let base = buffer.baseAddress, buffer.count > 0 {
-            storage.copyMemory(from: base, byteCount: buffer.count)
-        }
+        storage = Self.copy(buffer)
         count = buffer.count
+    }
+
+    private static func copy(_ buffer: UnsafeRawBufferPointer) -> UnsafeMutableRawPointer {
+        let memory = allocate(buffer.count)
+        if let base = buffer.baseAddress, buffer.count > 0 {
+            memory.copyMemory(from: base, byteCount: buffer.count)
+        }
+        return memory
     }
 
     /// Takes over `storage` (from `malloc`), which holds `count` bytes.

@@ -30,6 +30,12 @@ struct BytesTests {
         #expect(bytes == Bytes([1, 2, 3]))
         #expect(bytes != Bytes([1, 2]))
         #expect(Bytes.empty.count == 0)
+        // From temporaries, as `Bytes(text)` makes them: the copy is taken while they live.
+        for size in [1, 15, 16, 2_081, 4_096, 100_000] {
+            let text = String(repeating: "{\"id\":\"0123456789abcdef\"}", count: size / 25 + 1)
+            #expect(Bytes(text).array == Array(text.utf8))
+            #expect(Bytes(Array(repeating: UInt8(size & 0xFF), count: size)).array == Array(repeating: UInt8(size & 0xFF), count: size))
+        }
         var builder = Bytes.Builder()
         #expect(builder.take() == Bytes.empty)
     }
