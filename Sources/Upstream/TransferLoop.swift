@@ -10,9 +10,11 @@ import Synchronization
 /// Other threads talk to it only through `submit` and `cancel`, which put a command in a
 /// locked inbox and wake the loop (an eventfd). The loop drives curl's multi_socket
 /// interface from one epoll set: each turn costs what is ready, not what is running
-/// (`curl_multi_poll` and `curl_multi_perform` visit every transfer on every turn). Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per
-/// host; the rest wait in a queue ordered by priority, then by arrival. A full queue refuses
-/// at once (503) rather than letting latency grow without bound.
+/// (`curl_multi_poll` and `curl_multi_perform` visit every transfer on every turn).
+///
+/// Admission: at most `maxConcurrent` transfers, at most `maxPerHost` per host; the rest
+/// wait in a queue ordered by priority, then by arrival. A full queue refuses at once (503)
+/// rather than letting latency grow without bound.
 public final class TransferLoop: Sendable {
     /// The loop's limits and the transfers' settings, in its own terms.
     public struct Configuration: Sendable {
