@@ -87,10 +87,13 @@ def cases():  # noqa: C901 (a list, not logic)
                  b"{\"urls\":[\"x\"], \"urls\":5}", b"{\"items\":[{\"url\":\"" + b"%zz" * 2000 + b"\"}]}"]:
         add("json %r" % body[:30], batch(body))
         add("json %r as text/plain" % body[:30], batch(body, b"text/plain"))
-    # Percent-encoding and NULs in the url value, one by one.
+    # Percent-encoding and NULs in the url value, one by one. The host is a loopback literal,
+    # which thumbd's default policy refuses (403) before any resolution or connection: a name
+    # would be looked up in DNS (off this machine), and its answer race the client's close.
     for value in [b"%", b"%%", b"%2", b"%2G", b"%G2", b"%u0041", b"%C0%AF", b"%FF", b"%E2%82", b"%00%00", b"http%3A%2F%2Fx%00.jpg",
-                  b"http://x/%", b"http://x/%zz", b"http://x/\x00", b"http://x/a%0d%0aSet-Cookie:%20a=b", b"http://x%0d%0a/",
-                  b"http://x/%2e%2e/%2e%2e/", b"+++", b"%20http://x/", b"http://x/%20", b"\xff\xfe", b"http://\xc3\x28/"]:
+                  b"http://127.0.0.1/%", b"http://127.0.0.1/%zz", b"http://127.0.0.1/\x00",
+                  b"http://127.0.0.1/a%0d%0aSet-Cookie:%20a=b", b"http://127.0.0.1%0d%0a/", b"http://127.0.0.1/%2e%2e/%2e%2e/",
+                  b"+++", b"%20http://127.0.0.1/", b"http://127.0.0.1/%20", b"\xff\xfe", b"http://\xc3\x28/"]:
         add("url value %r" % value, b"GET /thumb?url=" + value + b"&w=1 HTTP/1.1\r\n" + H + b"\r\n")
     # Methods on every route.
     for method in [b"PUT", b"PATCH", b"DELETE", b"POST", b"TRACE", b"OPTIONS", b"FOO"]:
