@@ -60,7 +60,6 @@ static inline CURLMcode thumbd_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, vo
 static inline CURLMcode thumbd_curl_multi_setopt_socketfn(CURLM *m, thumbd_curl_socket_fn f) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, f); }
 static inline CURLMcode thumbd_curl_multi_setopt_timerfn(CURLM *m, thumbd_curl_timer_fn f) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, f); }
 static const curl_socket_t thumbd_curl_socket_timeout = CURL_SOCKET_TIMEOUT;
-static const int thumbd_curl_poll_remove = CURL_POLL_REMOVE;
 
 // The multi handle's sockets in one epoll set (curl's multi_socket interface), with an
 // eventfd to wake the loop. `struct epoll_event` is packed on x86-64, hence C.

@@ -28,8 +28,6 @@ typedef struct {
     char loader[48];
 } thumbd_vips_header;
 
-/// Reads only the header (no pixel is decoded). Returns 0 when libvips knows the format and
-/// the header parses.
 /// The loader for `buffer`: libvips's sniffing asks every loader in turn (a fifth of the
 /// header check on a small image), so the answer for the four common signatures is
 /// remembered after libvips first gave it. The loaders' own checks are these signatures.
@@ -49,6 +47,8 @@ static inline const char *thumbd_vips_find_loader(const void *buffer, size_t len
     return loader;
 }
 
+/// Reads only the header (no pixel is decoded). Returns 0 when libvips knows the format and
+/// the header parses.
 static inline int thumbd_vips_read_header(const void *buffer, size_t length, thumbd_vips_header *out) {
     const char *loader = thumbd_vips_find_loader(buffer, length);
     if (loader == NULL) return -1;

@@ -97,10 +97,13 @@ extension Bytes {
             count += piece.count
         }
 
-        /// The bytes gathered, handed over; the builder is empty again.
+        /// The bytes gathered, handed over; the builder is empty again. Room grown past the
+        /// body by more than an eighth (a body without a `Content-Length` doubles it) is
+        /// given back first: the bytes may stay in the cache's memory for a long time.
         public mutating func take() -> Bytes {
             defer { storage = nil; capacity = 0; count = 0 }
-            guard let memory = storage, count > 0 else { return Bytes([]) }
+            guard var memory = storage, count > 0 else { return Bytes([]) }
+            if capacity - count > count / 8, let shrunk = realloc(memory, count) { memory = shrunk }
             return Bytes(adopting: memory, count: count)
         }
     }
