@@ -33,6 +33,8 @@ public final class CacheStore: Sendable {
 
     private let configuration: Configuration
     private let writerQueue = DispatchQueue(label: "thumbd.store.writer")
+    /// Work for the writer queue, in the order it was asked for (see `drainMailbox`).
+    private let mailbox = Mutex(WriterMailbox())
     private let writer: WriterState
     private let readers = Mutex<[ReadConnection]>([])
     private let pendingAccess = Mutex<[String: Int64]>([:])
@@ -120,10 +122,16 @@ public final class CacheStore: Sendable {
     /// the memory layer (so the next request is a hit, not a second fetch); if the commit
     /// fails it is taken out again.
     public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        write(object, context: "store.insert", completion: completion) { [writer] object in
-            try writer.insert(object, lastAccess: Self.nowMilliseconds())
-            return true
+        write(object, context: "store.insert", completion: completion) { [self] object in
+            try insertOnWriter(object)
         }
+    }
+
+    /// On the writer queue: the row written; true (bytes were added).
+    func insertOnWriter(_ object: CachedObject) throws -> Bool {
+        dispatchPrecondition(condition: .onQueue(writerQueue))
+        try writer.insert(object, lastAccess: Self.nowMilliseconds())
+        return true
     }
 
     /// Stores a revalidated `object`'s new lifetime and validators without rewriting its
@@ -137,28 +145,114 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Transactions the writer has committed (a test's measure of group commits).
+    var commits: Int { writerQueue.sync { writer.commits } }
+
     /// The one write path: the object is in the memory layer at once; `operation` runs on
-    /// the writer queue (true when it added bytes, so eviction may be due); a failure takes
-    /// the object out of memory again and is reported.
-    private func write(_ object: CachedObject, context: String,
+    /// the writer queue (true when it added bytes, so eviction may be due), committed with
+    /// the other writes waiting there; a failure takes the object out of memory again and
+    /// is reported.
+    func write(_ object: CachedObject, context: String,
                        completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
                        operation: @escaping @Sendable (CachedObject) throws -> Bool) {
         var kept = object
         kept.revalidated = false
         hot.put(kept)
-        writerQueue.async { [self, object = kept] in
-            let result = Result { () throws -> Void in
-                if try operation(object) { try evictIfNeeded() }
+        post(.write(PendingWrite(object: kept, context: context, operation: operation, completion: completion)))
+    }
+
+    private func post(_ task: WriterTask) {
+        guard mailbox.withLock({ $0.post(task) }) else { return }
+        writerQueue.async { [self] in drainMailbox() }
+    }
+
+    /// On the writer queue: runs what the mailbox holds, in order. Consecutive writes commit
+    /// together, up to a bound per transaction (so that the WAL does not grow without a
+    /// checkpoint through a long burst of large images).
+    private func drainMailbox() {
+        dispatchPrecondition(condition: .onQueue(writerQueue))
+        var group: [PendingWrite] = []
+        var groupBytes = 0
+        for task in mailbox.withLock({ $0.take() }) {
+            switch task {
+            case .write(let write):
+                group.append(write)
+                groupBytes += write.object.body.count
+                if group.count >= Self.groupCommitWrites || groupBytes >= Self.groupCommitBytes {
+                    commit(group)
+                    group.removeAll(keepingCapacity: true)
+                    groupBytes = 0
+                }
+            case .barrier(let work):
+                commit(group)
+                group.removeAll(keepingCapacity: true)
+                groupBytes = 0
+                work()
             }
-            switch result {
-            case .success: writeSucceeded()
-            case .failure(let error):
-                hot.remove([object.key])
-                writeFailed(error, context: context)
-            }
-            publishStatistics()
-            completion(result)
         }
+        commit(group)
+    }
+
+    static let groupCommitWrites = 256
+    static let groupCommitBytes = 16 << 20
+
+    /// Commits `writes` in one transaction: each commit writes the b-tree pages it touched
+    /// to the WAL again, so a burst of 100 fetches costs one such write instead of 100. If
+    /// that transaction fails, each write runs again in its own, so that only a write that
+    /// fails by itself is reported as failed.
+    private func commit(_ writes: [PendingWrite]) {
+        guard !writes.isEmpty else { return }
+        var grew = false
+        if writes.count > 1, groupCommitted(writes, grew: &grew) {
+            publishOutcome(of: writes, results: Array(repeating: .success(()), count: writes.count), grew: grew)
+            return
+        }
+        var results: [Result<Void, any Error>] = []
+        results.reserveCapacity(writes.count)
+        for write in writes {
+            let result = Result { () throws -> Void in
+                if try write.operation(write.object) { grew = true }
+            }
+            if case .failure(let error) = result {
+                hot.remove([write.object.key])
+                writeFailed(error, context: write.context)
+            }
+            results.append(result)
+        }
+        publishOutcome(of: writes, results: results, grew: grew)
+    }
+
+    /// All of `writes` in one transaction; false (and the counters made true again) when it
+    /// rolled back.
+    private func groupCommitted(_ writes: [PendingWrite], grew: inout Bool) -> Bool {
+        var added = false
+        do {
+            try writer.inOneTransaction {
+                for write in writes {
+                    if try write.operation(write.object) { added = true }
+                }
+            }
+        } catch {
+            writer.recover()
+            return false
+        }
+        grew = added
+        return true
+    }
+
+    /// After a commit: eviction if bytes were added, the health and statistics, then each
+    /// writer's completion.
+    private func publishOutcome(of writes: [PendingWrite], results: [Result<Void, any Error>], grew: Bool) {
+        var evicted: Result<Void, any Error> = .success(())
+        if grew {
+            evicted = Result { try evictIfNeeded() }
+            if case .failure(let error) = evicted { writeFailed(error, context: "store.evict") }
+        }
+        if results.contains(where: { (try? $0.get()) != nil }), case .success = evicted {
+            writeSucceeded()
+        }
+        publishStatistics()
+        for (write, result) in zip(writes, results) { write.completion(result) }
     }
 
     public func insert(_ object: CachedObject) async throws {
@@ -169,12 +263,15 @@ public final class CacheStore: Sendable {
 
     /// Removes one key, or everything when `key` is nil. Returns how many objects went.
     public func purge(_ key: String?) throws -> Int {
-        try writerQueue.sync { try purgeOnWriter(key) }
+        try writerQueue.sync {
+            drainMailbox()  // the writes asked for before this purge come first
+            return try purgeOnWriter(key)
+        }
     }
 
     /// The same without blocking the caller: `completion` runs on the writer queue.
     public func purge(_ key: String?, completion: @escaping @Sendable (Result<Int, any Error>) -> Void) {
-        writerQueue.async { [self] in completion(Result { try purgeOnWriter(key) }) }
+        post(.barrier { [self] in completion(Result { try purgeOnWriter(key) }) })
     }
 
     private func purgeOnWriter(_ key: String?) throws -> Int {
@@ -259,6 +356,7 @@ public final class CacheStore: Sendable {
         }
         for reader in pool { reader.close() }
         writerQueue.sync {
+            drainMailbox()
             writer.flushTimer?.cancel()
             flushAccessTimesOnWriter()
             writer.checkpoint()

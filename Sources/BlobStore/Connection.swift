@@ -6,6 +6,10 @@ internal import CSQLite
 final class Connection {
     private var handle: OpaquePointer?
     private var statements: [String: Statement] = [:]
+    /// Transactions open inside one another (`transaction`).
+    private var depth = 0
+    /// Outermost transactions committed since the connection was opened.
+    private(set) var commits = 0
     let path: String
 
     /// Opens in SQLite's multi-thread mode (`NOMUTEX`): each connection is used by one
@@ -57,15 +61,26 @@ final class Connection {
         return statement
     }
 
-    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back if it throws.
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back if it throws. Inside
+    /// another transaction (a group commit), `body` runs in a savepoint of it instead: its
+    /// changes commit with the outer transaction, and a failure undoes only its own.
     func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        let nested = depth > 0
+        try cached(nested ? "SAVEPOINT part" : "BEGIN IMMEDIATE").run()
+        depth += 1
+        defer { depth -= 1 }
         do {
             let value = try body()
-            try execute("COMMIT")
+            try cached(nested ? "RELEASE part" : "COMMIT").run()
+            if !nested { commits += 1 }
             return value
         } catch {
-            try? execute("ROLLBACK")
+            if nested {
+                try? cached("ROLLBACK TO part").run()
+                try? cached("RELEASE part").run()
+            } else {
+                try? cached("ROLLBACK").run()
+            }
             throw error
         }
     }

@@ -26,6 +26,15 @@ final class WriterState: @unchecked Sendable {
         }
     }
 
+    /// Runs `body`'s writes in one transaction: each write's own transaction is a savepoint
+    /// of it. If it throws, nothing of it is committed, and the counters are true again
+    /// only after `recover()`.
+    var commits: Int { db.commits }
+
+    func inOneTransaction<T>(_ body: () throws -> T) throws -> T {
+        try db.transaction(body)
+    }
+
     /// Counters change only once the commit succeeded: a COMMIT that fails (SQLITE_FULL)
     /// rolls the row back, and must not leave the totals claiming it.
     func insert(_ object: CachedObject, lastAccess: Int64) throws {
