@@ -28,37 +28,62 @@ typedef struct {
     char loader[48];
 } thumbd_vips_header;
 
+/// A loader: its name, and its GType for making it without a search.
+typedef struct {
+    const char *name;
+    GType type;
+} thumbd_vips_loader;
+
 /// The loader for `buffer`: libvips's sniffing asks every loader in turn (a fifth of the
-/// header check on a small image), so the answer for the four common signatures is
-/// remembered after libvips first gave it. The loaders' own checks are these signatures.
-static inline const char *thumbd_vips_find_loader(const void *buffer, size_t length) {
-    static const char *known[4];
+/// header check on a small image), and `vips_operation_new` then finds the loader's class
+/// by walking every operation class by name (as much again), so both answers for the four
+/// common signatures are remembered after libvips first gave them. The loaders' own checks
+/// are these signatures.
+static inline thumbd_vips_loader thumbd_vips_find_loader(const void *buffer, size_t length) {
+    static thumbd_vips_loader known[4];
+    static GMutex lock;
     const unsigned char *p = (const unsigned char *)buffer;
+    thumbd_vips_loader found = {NULL, 0};
     int kind = -1;
     if (length >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF) kind = 0;
     else if (length >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) kind = 1;
     else if (length >= 6 && (memcmp(p, "GIF87a", 6) == 0 || memcmp(p, "GIF89a", 6) == 0)) kind = 2;
     else if (length >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0) kind = 3;
-    if (kind < 0) return vips_foreign_find_load_buffer(buffer, length);
-    const char *loader = __atomic_load_n(&known[kind], __ATOMIC_ACQUIRE);
-    if (loader != NULL) return loader;
-    loader = vips_foreign_find_load_buffer(buffer, length);
-    if (loader != NULL) __atomic_store_n(&known[kind], loader, __ATOMIC_RELEASE);
-    return loader;
+    if (kind >= 0) {
+        g_mutex_lock(&lock);
+        found = known[kind];
+        g_mutex_unlock(&lock);
+        if (found.name != NULL) return found;
+    }
+    found.name = vips_foreign_find_load_buffer(buffer, length);
+    if (found.name == NULL) return found;
+    found.type = vips_type_find("VipsOperation", found.name);
+    if (found.type == 0) found.name = NULL;
+    if (kind >= 0 && found.name != NULL) {
+        g_mutex_lock(&lock);
+        known[kind] = found;
+        g_mutex_unlock(&lock);
+    }
+    return found;
 }
 
 /// Reads only the header (no pixel is decoded). Returns 0 when libvips knows the format and
 /// the header parses.
 static inline int thumbd_vips_read_header(const void *buffer, size_t length, thumbd_vips_header *out) {
-    const char *loader = thumbd_vips_find_loader(buffer, length);
-    if (loader == NULL) return -1;
-    /* The loader found is called directly: vips_image_new_from_buffer would sniff every
-       loader a second time (half the cost of this check on a small image). */
+    thumbd_vips_loader loader = thumbd_vips_find_loader(buffer, length);
+    if (loader.name == NULL) return -1;
+    /* The loader found is made and built directly: vips_image_new_from_buffer would sniff
+       every loader a second time, and vips_call would search for its class by name and
+       hash its arguments for the operation cache, which is off. */
+    VipsOperation *operation = VIPS_OPERATION(g_object_new(loader.type, NULL));
     VipsBlob *blob = vips_blob_new(NULL, buffer, length);
-    VipsImage *image = NULL;
-    int rc = vips_call(loader, blob, &image, "access", VIPS_ACCESS_SEQUENTIAL, NULL);
+    g_object_set(operation, "buffer", blob, "access", VIPS_ACCESS_SEQUENTIAL, NULL);
     vips_area_unref(VIPS_AREA(blob));
-    if (rc != 0 || image == NULL) return -1;
+    VipsImage *image = NULL;
+    if (vips_object_build(VIPS_OBJECT(operation)) == 0) g_object_get(operation, "out", &image, NULL);
+    vips_object_unref_outputs(VIPS_OBJECT(operation));
+    g_object_unref(operation);
+    if (image == NULL) return -1;
     out->width = vips_image_get_width(image);
     out->height = vips_image_get_height(image);
     out->bands = vips_image_get_bands(image);
@@ -66,7 +91,7 @@ static inline int thumbd_vips_read_header(const void *buffer, size_t length, thu
     out->pages = vips_image_get_n_pages(image);
     out->orientation = vips_image_get_orientation(image);
     memset(out->loader, 0, sizeof(out->loader));
-    strncpy(out->loader, loader, sizeof(out->loader) - 1);
+    strncpy(out->loader, loader.name, sizeof(out->loader) - 1);
     g_object_unref(image);
     return 0;
 }
