@@ -40,6 +40,8 @@ public final class CacheStore: Sendable {
     private let pendingAccess = Mutex<[String: Int64]>([:])
     private let closed = Mutex(false)
     private let hot: HotCache
+    /// The keys with a committed row: a miss is answered without SQLite.
+    private let keys = KeyIndex()
     private let logger: Logger
     /// The last write failure, while writes fail (cleared by the next success).
     private let writeFailure = Mutex<WriteFailure?>(nil)
@@ -81,11 +83,12 @@ public final class CacheStore: Sendable {
             db.close()
             throw error
         }
-        writer = WriterState(db: db)
+        writer = WriterState(db: db, keys: keys)
         reserve = SpaceReserve(databasePath: configuration.path)
         writerQueue.sync { reserve.ensure() }
         try writerQueue.sync {
             try writer.loadTotals()
+            try writer.loadKeys()
             publishStatistics()
         }
         let timer = DispatchSource.makeTimerSource(queue: writerQueue)
@@ -98,9 +101,11 @@ public final class CacheStore: Sendable {
 
     // MARK: Reads (any thread)
 
-    /// Looks up `key` in memory, else on a pooled read connection; never touches the writer.
+    /// Looks up `key` in memory, else (if a row may exist) on a pooled read connection;
+    /// never touches the writer.
     public func lookup(_ key: String) throws -> CachedObject? {
         if let object = hot.get(key) { return object }
+        guard keys.mayContain(key) else { return nil }
         let epoch = hot.epoch
         let reader = try checkoutReader()
         defer { checkin(reader) }

@@ -10,6 +10,8 @@ final class Connection {
     private var depth = 0
     /// Outermost transactions committed since the connection was opened.
     private(set) var commits = 0
+    /// What waits for the outermost transaction to commit (`onCommit`).
+    private var afterCommit: [() -> Void] = []
     let path: String
 
     /// Opens in SQLite's multi-thread mode (`NOMUTEX`): each connection is used by one
@@ -68,13 +70,20 @@ final class Connection {
         let nested = depth > 0
         try cached(nested ? "SAVEPOINT part" : "BEGIN IMMEDIATE").run()
         depth += 1
+        let registered = afterCommit.count
         defer { depth -= 1 }
         do {
             let value = try body()
             try cached(nested ? "RELEASE part" : "COMMIT").run()
-            if !nested { commits += 1 }
+            if !nested {
+                commits += 1
+                let actions = afterCommit
+                afterCommit.removeAll()
+                for action in actions { action() }
+            }
             return value
         } catch {
+            afterCommit.removeSubrange(registered...)
             if nested {
                 try? cached("ROLLBACK TO part").run()
                 try? cached("RELEASE part").run()
@@ -83,6 +92,12 @@ final class Connection {
             }
             throw error
         }
+    }
+
+    /// Runs `action` once what is written now is committed: when the outermost transaction
+    /// open commits (dropped if the part that asked rolls back), or at once outside one.
+    func onCommit(_ action: @escaping () -> Void) {
+        if depth == 0 { action() } else { afterCommit.append(action) }
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }

@@ -5,16 +5,30 @@ import Dispatch
 /// queue, which is what makes the `@unchecked Sendable` sound.
 final class WriterState: @unchecked Sendable {
     private let db: Connection
+    /// The keys with a row, told of every row added or deleted once it has committed.
+    let keys: KeyIndex
     private(set) var totalBytes: Int64 = 0
     private(set) var objectCount = 0
     private(set) var evictions = 0
     private(set) var isClosed = false
     var flushTimer: (any DispatchSourceTimer)?
 
-    init(db: Connection) { self.db = db }
+    init(db: Connection, keys: KeyIndex) {
+        self.db = db
+        self.keys = keys
+    }
 
     var statistics: CacheStore.Statistics {
         .init(objects: objectCount, bytes: totalBytes, evictions: evictions)
+    }
+
+    /// Fills the key index from the table (at open).
+    func loadKeys() throws {
+        let statement = try db.cached("SELECT key FROM objects")
+        defer { statement.reset() }
+        var stored: [String] = []
+        while try statement.step() { stored.append(statement.text(0) ?? "") }
+        keys.reset(to: stored)
     }
 
     func loadTotals() throws {
@@ -26,11 +40,11 @@ final class WriterState: @unchecked Sendable {
         }
     }
 
-    /// Runs `body`'s writes in one transaction: each write's own transaction is a savepoint
-    /// of it. If it throws, nothing of it is committed, and the counters are true again
-    /// only after `recover()`.
     var commits: Int { db.commits }
 
+    /// Runs `body`'s writes in one transaction: each write's own transaction is a savepoint
+    /// of it. If it throws, nothing of it is committed, and the counters are true again
+    /// only after `recover()` (the key index is told only of what committed).
     func inOneTransaction<T>(_ body: () throws -> T) throws -> T {
         try db.transaction(body)
     }
@@ -43,6 +57,7 @@ final class WriterState: @unchecked Sendable {
             try old.bind([.text(object.key)])
             let replacedSize: Int64? = try old.step() ? old.int64(0) : nil
             old.reset()
+            if replacedSize == nil { db.onCommit { [keys] in keys.added(object.key) } }
             try db.cached(
                 """
                 INSERT OR REPLACE INTO objects (key, url, status, content_type, size, etag, upstream_etag,
@@ -112,6 +127,7 @@ final class WriterState: @unchecked Sendable {
                 oldest.reset()
                 let delete = try db.cached("DELETE FROM objects WHERE rowid = ?")
                 for victim in victims { try delete.run([.integer(victim.rowid)]) }
+                db.onCommit { [keys] in keys.removed(victims.map(\.key)) }
                 return (victims.map(\.key), freed)
             }
             if batch.keys.isEmpty { break }
@@ -127,8 +143,10 @@ final class WriterState: @unchecked Sendable {
         let removed: Int = try db.transaction {
             if let key {
                 try db.cached("DELETE FROM objects WHERE key = ?").run([.text(key)])
+                if db.changes > 0 { db.onCommit { [keys] in keys.removed([key]) } }
             } else {
                 try db.cached("DELETE FROM objects").run()
+                db.onCommit { [keys] in keys.reset(to: []) }
             }
             return db.changes
         }

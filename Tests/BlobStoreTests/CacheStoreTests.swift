@@ -194,3 +194,49 @@ struct GroupCommitTests {
         #expect(store.writeFailures == 1)
     }
 }
+
+@Suite("The key index in front of SQLite")
+struct KeyIndexTests {
+    @Test("counts rows per hash: a key stays while any row with its hash does")
+    func counts() {
+        let index = KeyIndex()
+        #expect(!index.mayContain("a"))
+        index.added("a")
+        index.added("a")  // two rows with one hash (a collision, as far as the index knows)
+        index.removed(["a"])
+        #expect(index.mayContain("a"))
+        index.removed(["a", "never-added"])
+        #expect(!index.mayContain("a"))
+        index.reset(to: ["x", "y"])
+        #expect(index.mayContain("x") && index.mayContain("y") && index.count == 2)
+    }
+
+    @Test("follows inserts, replacements, purges and eviction, and is loaded again at open")
+    func followsTheTable() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = CacheStore.Configuration(path: directory.appendingPathComponent("cache.sqlite").path)
+        configuration.memoryBytes = 0  // every lookup past the index goes to SQLite
+        configuration.maxBytes = 1000
+        let store = try CacheStore(configuration: configuration)
+        try await store.insert(CacheStoreTests.object("a", size: 300))
+        try await store.insert(CacheStoreTests.object("a", size: 200))  // replaced: still one row
+        try await store.insert(CacheStoreTests.object("b", size: 300))
+        #expect(try store.lookup("a")?.body.count == 200)
+        #expect(try store.lookup("b") != nil)
+        #expect(try store.lookup("c") == nil)
+        #expect(try store.purge("b") == 1)
+        #expect(try store.lookup("b") == nil)
+        try await store.insert(CacheStoreTests.object("c", size: 600))
+        try await store.insert(CacheStoreTests.object("d", size: 600))  // past 1000 bytes: a and c go
+        #expect(try store.lookup("a") == nil)
+        #expect(try store.lookup("d") != nil)
+        store.close()
+        let reopened = try CacheStore(configuration: configuration)
+        defer { reopened.close() }
+        #expect(try reopened.lookup("d") != nil)
+        #expect(try reopened.lookup("a") == nil)
+        #expect(try reopened.purge(nil) == 1)
+        #expect(try reopened.lookup("d") == nil)
+    }
+}
