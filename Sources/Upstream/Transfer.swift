@@ -75,7 +75,11 @@ final class Transfer {
         string(CURLOPT_USERAGENT, c.userAgent)
         string(CURLOPT_ACCEPT_ENCODING, "identity")
         if let caFile = c.caFile { string(CURLOPT_CAINFO, caFile) }
-        if let proxy = c.proxy { string(CURLOPT_PROXY, proxy) }
+        // Only the configured proxy, never one from the environment: curl would otherwise
+        // read http_proxy, ALL_PROXY and no_proxy on every transfer, and send fetches to a
+        // proxy the destination policy never sees past (it would check the proxy's address,
+        // not the origin's). "" turns that lookup off.
+        string(CURLOPT_PROXY, c.proxy ?? "")
         if let validators = job.validators {
             // Values were validated when they arrived (OriginHeaders): no CR/LF can get in.
             if let etag = validators.etag { requestHeaders = curl_slist_append(requestHeaders, "If-None-Match: \(etag)") }

@@ -48,3 +48,26 @@ except BlockingIOError:
     pass
 print("   7 redirect hops to loopback refused before connecting; the origin itself served")
 PY
+
+# A proxy named in the environment is not used (only upstream.proxy is): through it, the
+# policy would check the proxy's address, never the origin's. The variables name the
+# loopback listener, which must see no connection.
+exec 3< <(python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16); s.settimeout(30)
+print(s.getsockname()[1], flush=True)
+try:
+    s.accept(); print("connected", flush=True)
+except socket.timeout:
+    pass
+')
+PIDS+=($!)
+read -r PROXY_PORT <&3
+kill "$THUMBD_PID"; wait "$THUMBD_PID" 2>/dev/null || true
+http_proxy="http://127.0.0.1:$PROXY_PORT" HTTP_PROXY="http://127.0.0.1:$PROXY_PORT" \
+  ALL_PROXY="http://127.0.0.1:$PROXY_PORT" start_thumbd --db "$WORK/cache2.sqlite"
+status=$(curl -s -o /dev/null -w '%{http_code}' "$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/env-proxy.jpg")")
+[ "$status" = 200 ] || fail "with http_proxy in the environment: $status, want 200 (fetched directly)"
+kill "$THUMBD_PID"; wait "$THUMBD_PID" 2>/dev/null || true
+if timeout 1 grep -q connected <&3; then fail "thumbd connected to the proxy named in its environment"; fi
+echo "   a proxy named in the environment is ignored: fetched directly, nothing connected to it"
