@@ -158,8 +158,8 @@ public final class CacheStore: Sendable {
     /// the other writes waiting there; a failure takes the object out of memory again and
     /// is reported.
     func write(_ object: CachedObject, context: String,
-                       completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
-                       operation: @escaping @Sendable (CachedObject) throws -> Bool) {
+               completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
+               operation: @escaping @Sendable (CachedObject) throws -> Bool) {
         var kept = object
         kept.revalidated = false
         hot.put(kept)
