@@ -135,6 +135,11 @@ public final class Thumbnailer: Sendable {
     public let canEncodeAVIF: Bool
 
     private static let started = Mutex<Int32?>(nil)
+    /// Header reads take turns: making and freeing libvips objects takes GLib's type locks
+    /// and libvips's global object table, and two reads side by side cost each other
+    /// 10–15 µs of CPU (a 12 KB JPEG: 20 µs alone, 37–46 µs each side by side, 29–35 µs
+    /// taking turns). Resizes are not serialized.
+    private static let headerTurn = Mutex(())
 
     public init(configuration: Configuration = Configuration()) throws(ThumbnailerError) {
         let rc = Self.started.withLock { started -> Int32 in
@@ -151,8 +156,12 @@ public final class Thumbnailer: Sendable {
     /// The header, read without decoding pixels.
     public func header(of body: Bytes) throws(ThumbnailerError) -> ImageHeader {
         var raw = thumbd_vips_header()
-        let rc = body.withUnsafeBytes { thumbd_vips_read_header($0.baseAddress, $0.count, &raw) }
-        guard rc == 0 else { throw .notAnImage(Self.takeError()) }
+        // The error is taken inside the turn, so that it is this read's.
+        let failure: String? = Self.headerTurn.withLock { _ in
+            let rc = body.withUnsafeBytes { thumbd_vips_read_header($0.baseAddress, $0.count, &raw) }
+            return rc == 0 ? nil : Self.takeError()
+        }
+        if let failure { throw .notAnImage(failure) }
         let loader = withUnsafeBytes(of: raw.loader) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return ImageHeader(width: Int(raw.width), height: Int(raw.height), hasAlpha: raw.has_alpha != 0,
                            pages: max(1, Int(raw.pages)), orientation: Int(raw.orientation), loader: loader)
