@@ -21,6 +21,9 @@ public final class CacheStore: Sendable {
         public var memoryBytes = 64 << 20
         /// Last-access times (for LRU) are written in batches this often.
         public var accessFlushMilliseconds = 1000
+        /// A write waits this long for others to commit with it (0: none). The object is
+        /// served from memory meanwhile; only SQLite sees it later.
+        public var commitDelayMilliseconds = 0
 
         public init(path: String) { self.path = path }
     }
@@ -167,8 +170,18 @@ public final class CacheStore: Sendable {
     }
 
     private func post(_ task: WriterTask) {
-        guard mailbox.withLock({ $0.post(task) }) else { return }
-        writerQueue.async { [self] in drainMailbox() }
+        let delay = configuration.commitDelayMilliseconds
+        let drain = mailbox.withLock {
+            $0.post(task, delayed: delay > 0, groupWrites: Self.groupCommitWrites, groupBytes: Self.groupCommitBytes)
+        }
+        switch drain {
+        case .scheduled:
+            return
+        case .now:
+            writerQueue.async { [self] in drainMailbox() }
+        case .later:
+            writerQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) { [self] in drainMailbox() }
+        }
     }
 
     /// On the writer queue: runs what the mailbox holds, in order. Consecutive writes commit

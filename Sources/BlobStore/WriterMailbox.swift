@@ -14,23 +14,57 @@ enum WriterTask: Sendable {
     case barrier(@Sendable () -> Void)
 }
 
-/// The writer queue's inbox. Tasks that arrive while the writer is busy wait here, so that
-/// the next drain finds them together and commits their writes in one transaction; at most
-/// one drain is scheduled at a time.
+/// The writer queue's inbox. Tasks that arrive while the writer is busy, or while it waits
+/// out the commit delay, wait here, so that the next drain finds them together and commits
+/// their writes in one transaction; at most one drain of each kind is scheduled at a time.
 struct WriterMailbox: Sendable {
-    private var tasks: [WriterTask] = []
-    private var drainScheduled = false
+    /// The drain a post asks for.
+    enum Drain: Equatable {
+        /// One is scheduled already that will take this task.
+        case scheduled
+        /// After the commit delay, so that the writes of a burst commit together, after it.
+        case later
+        /// At once: a barrier (someone waits for it), a full group, or no delay configured.
+        case now
+    }
 
-    /// Appends `task`; true when the caller must schedule a drain (none is pending).
-    mutating func post(_ task: WriterTask) -> Bool {
+    private var tasks: [WriterTask] = []
+    private var pending: Drain = .scheduled  // .scheduled: nothing is
+    private var groupWrites = 0
+    private var groupBytes = 0
+
+    /// Appends `task` and says which drain the caller must schedule. Writes wait for a
+    /// later drain when `delayed`, until they make a full group (`groupWrites` writes or
+    /// `groupBytes` bytes); a barrier is never delayed, nor are the writes before it.
+    mutating func post(_ task: WriterTask, delayed: Bool, groupWrites maxWrites: Int, groupBytes maxBytes: Int) -> Drain {
         tasks.append(task)
-        defer { drainScheduled = true }
-        return !drainScheduled
+        var urgent = !delayed
+        switch task {
+        case .write(let write):
+            groupWrites += 1
+            groupBytes += write.object.body.count
+            if groupWrites >= maxWrites || groupBytes >= maxBytes { urgent = true }
+        case .barrier:
+            urgent = true
+        }
+        switch (pending, urgent) {
+        case (.now, _), (.later, false):
+            return .scheduled
+        case (_, true):
+            pending = .now
+            return .now
+        case (.scheduled, false):
+            pending = .later
+            return .later
+        }
     }
 
     /// Everything posted so far, in order; a task posted after this schedules a new drain.
+    /// (A delayed drain that finds the mailbox emptied by an earlier one does nothing.)
     mutating func take() -> [WriterTask] {
-        drainScheduled = false
+        pending = .scheduled
+        groupWrites = 0
+        groupBytes = 0
         defer { tasks = [] }
         return tasks
     }

@@ -80,6 +80,7 @@ struct ConfigurationTests {
             ("THUMBD_SIGNING_KEYS", "long-enough-key-0123,short", "signing.keys"),
             ("THUMBD_METRICS_LISTEN", "not an address", "metrics.listen"),
             ("THUMBD_STORE_GRACE_SECONDS", "-1", "store.graceSeconds"),
+            ("THUMBD_STORE_COMMIT_DELAY_MILLISECONDS", "5000", "store.commitDelayMilliseconds"),
         ] {
             do {
                 _ = try await ThumbdConfiguration.load(file: nil, environment: [variable: value])

@@ -22,6 +22,10 @@ public struct StoreConfiguration: Sendable {
     public var negativeTTLSeconds = 60
     /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
     public var accessFlushMilliseconds = 1000
+    /// `store.commitDelayMilliseconds`: a store write waits this long for the writes after
+    /// it, so that a burst of fetches commits in one transaction after the burst rather than
+    /// in many during it (0: commit as soon as the writer is free).
+    public var commitDelayMilliseconds = 20
 
     public init() {}
 
@@ -35,6 +39,7 @@ public struct StoreConfiguration: Sendable {
         negativeTTLSeconds = try r.int("negativeTTLSeconds", negativeTTLSeconds)
         graceSeconds = try r.int("graceSeconds", graceSeconds)
         accessFlushMilliseconds = try r.int("accessFlushMilliseconds", accessFlushMilliseconds)
+        commitDelayMilliseconds = try r.int("commitDelayMilliseconds", commitDelayMilliseconds)
         try validate()
     }
 
@@ -44,6 +49,7 @@ public struct StoreConfiguration: Sendable {
         store.maxBytes = maxBytes
         store.memoryBytes = memoryBytes
         store.accessFlushMilliseconds = accessFlushMilliseconds
+        store.commitDelayMilliseconds = commitDelayMilliseconds
         return store
     }
 
@@ -56,5 +62,6 @@ public struct StoreConfiguration: Sendable {
         try require(graceSeconds >= 0, "store.graceSeconds", "must not be negative")
         try require(negativeTTLSeconds >= 0, "store.negativeTTLSeconds", "must not be negative")
         try require(accessFlushMilliseconds >= 10, "store.accessFlushMilliseconds", "must be at least 10")
+        try require((0...1000).contains(commitDelayMilliseconds), "store.commitDelayMilliseconds", "must be between 0 and 1000")
     }
 }
