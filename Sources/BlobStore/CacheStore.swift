@@ -81,6 +81,10 @@ public final class CacheStore: Sendable {
             // disk cannot run at all. A cache has no secrets to scrub; FAST only zeroes
             // what costs no extra I/O.
             try db.execute("PRAGMA secure_delete = FAST")
+            // The writer reads b-tree pages too (every insert descends the key index): from
+            // the mapping, like the readers, instead of a pread each (~15% of a 12 KB insert's
+            // CPU, most of it in the kernel).
+            try db.execute("PRAGMA mmap_size = 1073741824")
             try Schema.migrate(db)
         } catch {
             db.close()

@@ -212,9 +212,14 @@ final class Transfer {
         return code
     }
 
-    /// The host of the hop being made (curl updates the effective URL before each hop).
+    /// The host of the hop being made (curl updates the effective URL before each hop): the
+    /// job's own until a redirect changes the URL, without parsing it again for every
+    /// transfer (this is asked before each request, on the transfer thread).
     private var currentHost: String? {
-        effectiveURL.flatMap { URLComponents(string: $0)?.host }
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        if job.url.withCString({ strcmp($0, pointer) == 0 }) { return job.host }
+        return URLComponents(string: String(cString: pointer))?.host
     }
 
     private var effectiveURL: String? {
