@@ -130,9 +130,9 @@ public final class CacheStore: Sendable {
     // MARK: Writes (serialized on the writer queue)
 
     /// Stores `object` (replacing any older copy) and evicts past the size limit, then calls
-    /// `completion` on the writer queue. The object is visible to `lookup` at once through
-    /// the memory layer (so the next request is a hit, not a second fetch); if the commit
-    /// fails it is taken out again.
+    /// `completion` on the writer queue (the caller keeps answering the key meanwhile: the
+    /// row is visible once committed). A replacement is in the memory layer at once (see
+    /// `write`); if the commit fails it is taken out again.
     public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         write(object, context: "store.insert", completion: completion) { [self] object in
             try insertOnWriter(object)
@@ -148,7 +148,7 @@ public final class CacheStore: Sendable {
 
     /// Stores a revalidated `object`'s new lifetime and validators without rewriting its
     /// body (`object.body` must be the stored one: it is written only when the row has
-    /// gone meanwhile). Visible at once through the memory layer, like `insert`.
+    /// gone meanwhile). In the memory layer at once when its key is stored (see `write`).
     public func refresh(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         write(object, context: "store.refresh", completion: completion) { [writer] object in
             if try writer.refresh(object, lastAccess: Self.nowMilliseconds()) { return false }
@@ -157,19 +157,27 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Bytes of bodies the memory layer holds.
+    var memoryHeldBytes: Int { hot.heldBytes }
+
     /// Transactions the writer has committed (a test's measure of group commits).
     var commits: Int { writerQueue.sync { writer.commits } }
 
-    /// The one write path: the object is in the memory layer at once; `operation` runs on
-    /// the writer queue (true when it added bytes, so eviction may be due), committed with
-    /// the other writes waiting there; a failure takes the object out of memory again and
-    /// is reported.
+    /// The one write path: `operation` runs on the writer queue (true when it added bytes,
+    /// so eviction may be due), committed with the other writes waiting there; a failure
+    /// takes the object out of memory again and is reported.
+    ///
+    /// A new version of a stored key goes into the memory layer at once, so that no reader
+    /// can find the older one there (or fill it from SQLite) meanwhile. A key never stored
+    /// has no older version to hide: it enters the memory layer only once it is read back,
+    /// so that a burst of objects fetched once (a grid scrolled past) neither pushes out the
+    /// ones served again and again nor costs memory nobody asks for.
     func write(_ object: CachedObject, context: String,
                completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
                operation: @escaping @Sendable (CachedObject) throws -> Bool) {
         var kept = object
         kept.revalidated = false
-        hot.put(kept)
+        if keys.mayContain(kept.key) || hot.get(kept.key) != nil { hot.put(kept) }
         post(.write(PendingWrite(object: kept, context: context, operation: operation, completion: completion)))
     }
 

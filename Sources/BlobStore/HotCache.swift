@@ -2,8 +2,9 @@ import Support
 import Synchronization
 
 /// Recently served objects kept in memory in front of SQLite, so a hot hit costs a hash
-/// lookup instead of a query and a blob copy. SQLite stays the truth: the writer puts every
-/// committed object here and removes every evicted or purged one.
+/// lookup instead of a query and a blob copy. SQLite stays the truth: an object comes in
+/// when a reader has read it from SQLite (`fill`), a new version of a stored key when it is
+/// written (`put`), and every evicted or purged one is removed.
 ///
 /// A reader fills it after a SQLite read only if nothing was removed meanwhile (`epoch`),
 /// so an object evicted or purged while a reader was looking it up cannot come back.

@@ -63,11 +63,13 @@ struct CacheStoreTests {
         }
     }
 
-    @Test("the memory layer never brings back what was purged, and never holds a replaced version")
+    @Test("the memory layer takes what is read back, never brings back what was purged, and never holds a replaced version")
     func memoryLayer() async throws {
         try await Self.withStore { store, _ in
             try await store.insert(Self.object("m", byte: 1))
-            #expect(try store.lookup("m")?.body.array.first == 1)  // served from memory now
+            #expect(store.memoryHeldBytes == 0)  // fetched once: not kept in memory yet
+            #expect(try store.lookup("m")?.body.array.first == 1)
+            #expect(store.memoryHeldBytes == 100)  // read back: served from memory now
             try await store.insert(Self.object("m", byte: 2))
             #expect(try store.lookup("m")?.body.array.first == 2)
             #expect(try store.purge("m") == 1)
@@ -224,7 +226,7 @@ struct CommitDelayTests {
         #expect(mailbox.take().count == 2)
     }
 
-    @Test("writes within the delay commit in one transaction, are served from memory meanwhile, and a purge waits for none of it")
+    @Test("writes within the delay commit in one transaction, a replacement is answered meanwhile, and a purge waits for none of it")
     func delayedGroup() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-delay-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -242,13 +244,22 @@ struct CommitDelayTests {
                 done.leave()
             }
         }
-        // Within the delay: nothing committed, every object answered from memory.
+        // Within the delay nothing is committed, and a key never stored is not visible yet
+        // (the daemon's flight for it answers meanwhile).
         #expect(store.commits == before)
-        #expect(try store.lookup("b") != nil)
+        #expect(try store.lookup("b") == nil)
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(stored.withLock { $0 } == 3)
         #expect(store.commits - before == 1)
         #expect(store.statistics().objects == 3)
+        #expect(try store.lookup("b")?.body.array == CacheStoreTests.object("b").body.array)
+
+        // A new version of a stored key is answered at once, before its commit: no reader
+        // can get the older one meanwhile.
+        let replaced = DispatchSemaphore(value: 0)
+        store.insert(CacheStoreTests.object("b", byte: 9)) { _ in replaced.signal() }
+        #expect(try store.lookup("b")?.body.array == CacheStoreTests.object("b", byte: 9).body.array)
+        #expect(replaced.wait(timeout: .now() + 10) == .success)
 
         // A purge asked during a delay runs at once, after the writes asked before it.
         let purged = DispatchSemaphore(value: 0)

@@ -194,9 +194,9 @@ final class BatchRegistry: Sendable {
         if let variant = item.variant {
             let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, requestID: requestID,
                                        waiter: count)
-            if let ready = joined.ready {
-                source.counters.count(.coalesced)
-                deliver(ready, item, to: batch, index: index, cache: "coalesced")
+            if let ready = joined.ready {  // finished a moment ago, still being stored: a hit
+                source.counters.count(.hit)
+                deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
             } else {
                 // Progress is the original's download, when one runs.
                 batch.attach(index, ticket: nil, job: source.coalescer.job(for: destination.url))
@@ -205,8 +205,8 @@ final class BatchRegistry: Sendable {
         }
         let joined = source.fetch(destination, priority: item.priority, stale: stale, requestID: requestID, waiter: count)
         if let ready = joined.ready {
-            source.counters.count(.coalesced)
-            deliver(ready, item, to: batch, index: index, cache: "coalesced")
+            source.counters.count(.hit)
+            deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
         } else {
             batch.attach(index, ticket: joined.ticket, job: joined.flight)
         }

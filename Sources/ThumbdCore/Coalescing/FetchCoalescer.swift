@@ -12,7 +12,10 @@ public protocol CoalescedJob: AnyObject, Sendable {
 extension FetchJob: CoalescedJob {}
 
 /// How a waiter came to a flight: it started it (`miss`) or joined it (`coalesced`).
-public enum FlightRole: Sendable { case leader, follower }
+/// How a request met its flight: it started it, joined it in flight, or came after it had
+/// finished (while its result was being stored), when that result is simply what the cache
+/// holds.
+public enum FlightRole: Sendable { case leader, follower, finished }
 
 /// What every waiter of a flight gets.
 public typealias FlightOutcome = Result<CachedObject, ThumbdError>
@@ -89,7 +92,7 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
             let ticket = Ticket(key: key, token: token)
             if var flight = state.flights[key] {
                 if let outcome = flight.outcome {
-                    return Joined(ticket: ticket, role: .follower, job: nil, ready: outcome, flight: nil)
+                    return Joined(ticket: ticket, role: .finished, job: nil, ready: outcome, flight: nil)
                 }
                 flight.waiters[token] = waiter
                 state.flights[key] = flight

@@ -16,8 +16,11 @@ enum CacheResult: String, CaseIterable, Sendable {
 
     /// The result of a flight for one of its waiters.
     static func of(_ role: FlightRole, _ object: CachedObject?) -> CacheResult {
-        guard role == .leader else { return .coalesced }
-        return object?.revalidated == true ? .revalidated : .miss
+        switch role {
+        case .leader: object?.revalidated == true ? .revalidated : .miss
+        case .follower: .coalesced
+        case .finished: .hit
+        }
     }
 }
 

@@ -56,8 +56,8 @@ struct ThumbHandler: Sendable {
             context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
                                         counters: counters))
         }
-        if let ready = joined.ready {  // finished a moment ago, still being stored
-            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
+        if let ready = joined.ready {  // finished a moment ago, still being stored: a hit
+            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
                                          placeholder: placeholder, counters: source.counters))
         }
         context.onClientGone { [source] in source.leave(joined.ticket) }
@@ -89,7 +89,7 @@ struct ThumbHandler: Sendable {
                                         counters: counters, vary: vary))
         }
         if let ready = joined.ready {
-            return .response(Self.answer(ready, role: .follower, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
+            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
                                          placeholder: placeholder, counters: source.counters, vary: vary))
         }
         context.onClientGone { [variants] in _ = variants.flights.leave(joined.ticket) }
@@ -113,7 +113,7 @@ struct ThumbHandler: Sendable {
                 return staleAnswer(stale, ifNoneMatch: ifNoneMatch, counters: counters, now: now, vary: vary)
             }
             let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
-            return failure(error, cache: role == .leader ? "miss" : "coalesced", placeholder: placeholder, maxAge: maxAge)
+            return failure(error, cache: CacheResult.of(role, nil).rawValue, placeholder: placeholder, maxAge: maxAge)
         }
     }
 
