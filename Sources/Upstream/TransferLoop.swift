@@ -126,7 +126,11 @@ public final class TransferLoop: Sendable {
     }
 
     private func run(_ state: LoopState) {
-        while true {
+        // Commands are taken at the top of each turn and again as soon as a wake-up is seen,
+        // before the turn's ready sockets: a fetch submitted during a burst of answers
+        // starts (its request is sent) before those answers are read, not after.
+        var stopping = false
+        func takeCommands() {
             let commands = inbox.withLock { inbox in
                 defer { inbox.removeAll(keepingCapacity: true) }
                 return inbox
@@ -137,15 +141,20 @@ public final class TransferLoop: Sendable {
                 case .cancel(let job):
                     state.cancel(job, with: .cancelled)
                 case .stop:
-                    state.abortAll(with: .shuttingDown)
-                    return
+                    stopping = true
                 }
             }
-            state.admit()
-            multi.waitAndAct(maxMilliseconds: 1000)
+            if !stopping { state.admit() }
+        }
+        while true {
+            takeCommands()
+            if stopping { break }
+            multi.waitAndAct(maxMilliseconds: 1000, onWakeup: takeCommands)
+            if stopping { break }
             if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
             state.publishLoad()
         }
+        state.abortAll(with: .shuttingDown)
     }
 }
 
@@ -217,29 +226,35 @@ private final class MultiHandle: @unchecked Sendable {
     }
 
     /// Waits until a watched socket is ready, the timer is due, a wake-up, or at most
-    /// `maxMilliseconds`; then lets curl act on each ready socket and on its timer.
-    func waitAndAct(maxMilliseconds: Int) {
+    /// `maxMilliseconds`; then lets curl act on each ready socket and on its timer. On a
+    /// wake-up, `onWakeup` runs first, and the transfers it adds start (curl's timer) before
+    /// the ready sockets are read.
+    func waitAndAct(maxMilliseconds: Int, onWakeup: () -> Void) {
         var timeout = maxMilliseconds
         if let due = timerDue {
             let left = due - .now
             // Rounded up: waking a little early would only spin.
             timeout = left <= .zero ? 0 : min(timeout, Int((left / .milliseconds(1)).rounded(.up)))
         }
-        let ready = thumbd_curl_epoll_wait(epoll, &readyFDs, &readyBits, Int32(readyFDs.count), Int32(timeout))
+        let ready = max(0, Int(thumbd_curl_epoll_wait(epoll, &readyFDs, &readyBits, Int32(readyFDs.count), Int32(timeout))))
         var running: Int32 = 0
-        for index in 0..<max(0, Int(ready)) {
-            if readyFDs[index] == wakeFD {
-                thumbd_curl_eventfd_drain(wakeFD)
-            } else {
-                let rc = curl_multi_socket_action(handle, readyFDs[index], readyBits[index], &running)
-                precondition(rc == CURLM_OK, "curl_multi_socket_action: \(rc)")
-            }
+        if readyFDs[0..<ready].contains(wakeFD) {
+            thumbd_curl_eventfd_drain(wakeFD)
+            onWakeup()
+            fireTimerIfDue(&running)
         }
-        if let due = timerDue, due <= .now {
-            timerDue = nil
-            let rc = curl_multi_socket_action(handle, thumbd_curl_socket_timeout, 0, &running)
-            precondition(rc == CURLM_OK, "curl_multi_socket_action(timeout): \(rc)")
+        for index in 0..<ready where readyFDs[index] != wakeFD {
+            let rc = curl_multi_socket_action(handle, readyFDs[index], readyBits[index], &running)
+            precondition(rc == CURLM_OK, "curl_multi_socket_action: \(rc)")
         }
+        fireTimerIfDue(&running)
+    }
+
+    private func fireTimerIfDue(_ running: inout Int32) {
+        guard let due = timerDue, due <= .now else { return }
+        timerDue = nil
+        let rc = curl_multi_socket_action(handle, thumbd_curl_socket_timeout, 0, &running)
+        precondition(rc == CURLM_OK, "curl_multi_socket_action(timeout): \(rc)")
     }
 
     func close() {
