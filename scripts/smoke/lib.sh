@@ -3,8 +3,19 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() {
+# Stops what this test started, then waits for it (a daemon still shutting down writes its
+# database's -wal and -shm files; removing the directory under it races those writes).
+stop_started() {
+  local pid
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+cleanup() {
+  stop_started
   rm -rf "$WORK"
 }
 trap cleanup EXIT
