@@ -624,7 +624,9 @@ def scenario_fanout(servers, origin, seconds, rounds, work):
     runs = {"thumbd": [], "nginx": [], "direct": []}
     for r in range(rounds):
         for server in (servers[0], servers[1], Direct(origin)):
+            before = origin.stats()["connections"]
             runs[server.name].append(cold_fanout(server, origin, tag="-r%d" % r))
+            runs[server.name][-1]["origin connections"] = origin.stats()["connections"] - before - 1  # less the stats request itself
     median = {name: {key: statistics.median(run[key] for run in result) for key in result[0]}
               for name, result in runs.items()}
     t, n, direct = median["thumbd"], median["nginx"], median["direct"]

@@ -59,6 +59,9 @@ async def respond(writer, status, body, ctype, extra=b""):
     await writer.drain()
 
 
+CONNECTIONS = 0
+
+
 def count(table, key):
     table[key] = table.get(key, 0) + 1
 
@@ -72,6 +75,8 @@ def header(head, name):
 
 
 async def handle(reader, writer):
+    global CONNECTIONS
+    CONNECTIONS += 1
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -79,7 +84,7 @@ async def handle(reader, writer):
             url = urlsplit(target)
             path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
             if path == "/__stats":
-                stats = {"requests": REQUESTS, "answered": ANSWERED, "notModified": NOT_MODIFIED, "faults": FAULTS}
+                stats = {"connections": CONNECTIONS, "requests": REQUESTS, "answered": ANSWERED, "notModified": NOT_MODIFIED, "faults": FAULTS}
                 await respond(writer, 200, json.dumps(stats).encode(), b"application/json")
                 continue
             if path.startswith("/__release/"):
