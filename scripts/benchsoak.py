@@ -142,14 +142,26 @@ async def client(port, origin, tally, deadline, counter):
 
 
 def process_levels(pid):
+    """RSS MB, open files, and open files other than sockets (the database, the WAL, pipes,
+    epoll and event fds: what a leak of thumbd's own handles would grow; the sockets are
+    mostly the connections in flight at that instant)."""
     with open("/proc/%d/status" % pid) as f:
         rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
-    return rss, len(os.listdir("/proc/%d/fd" % pid))
+    fds = other = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue  # closed meanwhile
+        fds += 1
+        if not target.startswith("socket:"):
+            other += 1
+    return rss, fds, other
 
 
 async def soak(port, origin, pid, seconds, tally):
     """Levels are sampled every second under load; minute one and the end are each the
-    median of their last 5 samples (one sample catches whatever connections happen to be
+    median of their last 15 samples (one sample catches whatever connections happen to be
     open at that instant). Then once more after the load, idle."""
     import itertools
     import statistics
@@ -162,13 +174,17 @@ async def soak(port, origin, pid, seconds, tally):
     while time.monotonic() < deadline - 0.5:
         await asyncio.sleep(1.0)
         samples.append((time.monotonic() - start, process_levels(pid)))
+        if len(samples) % 10 == 0:  # the course, to tell a climb from a step
+            at, (rss, fds, other) = samples[-1]
+            print("bench: soak at %3.0f s: RSS %.1f MB, %d open files (%d not sockets)" % (at, rss, fds, other),
+                  file=sys.stderr)
     await asyncio.gather(*workers)
     await asyncio.sleep(1.0)  # in-flight work settles (background refreshes, store writes)
     idle = process_levels(pid)
 
     def around(t):
-        window = [levels for at, levels in samples if at <= t][-5:]
-        return tuple(statistics.median(levels[i] for levels in window) for i in (0, 1))
+        window = [levels for at, levels in samples if at <= t][-15:]
+        return tuple(statistics.median(levels[i] for levels in window) for i in (0, 1, 2))
     return minute_one, around(minute_one), around(seconds), idle, time.monotonic() - start
 
 
@@ -226,6 +242,8 @@ def main():
         minute_one, first[0], last[0], (last[0] / first[0] - 1) * 100, idle[0]))
     print("| open files under load at %.0f s / at the end (change); idle after | %d / %d (%+.1f%%); %d |" % (
         minute_one, first[1], last[1], (last[1] / first[1] - 1) * 100, idle[1]))
+    print("| … other than sockets, at %.0f s / at the end (change) | %d / %d (%+.1f%%) |" % (
+        minute_one, first[2], last[2], (last[2] / first[2] - 1) * 100))
     print("| daemon still running at the end | %s |" % ("yes" if alive else "NO"))
     for line in tally.unexpected[:20]:
         print("unexpected: %s" % line, file=sys.stderr)
