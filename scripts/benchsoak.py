@@ -141,12 +141,20 @@ async def client(port, origin, tally, deadline, counter):
             tally.bad("%s: %r" % ("client", error))
 
 
+LAST_SPLIT = (0.0, 0.0)
+
+
 def process_levels(pid):
     """RSS MB, open files, and open files other than sockets (the database, the WAL, pipes,
     epoll and event fds: what a leak of thumbd's own handles would grow; the sockets are
     mostly the connections in flight at that instant)."""
     with open("/proc/%d/status" % pid) as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+        status = {line.split(":")[0]: line.split()[1] for line in f if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
+    rss = int(status["VmRSS"]) / 1024
+    # The part of RSS that is the cache file mapped by the read connections (page cache
+    # the kernel can take back), apart from the process's own memory (RssAnon).
+    global LAST_SPLIT
+    LAST_SPLIT = (int(status["RssAnon"]) / 1024, int(status["RssFile"]) / 1024)
     fds = other = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -160,9 +168,9 @@ def process_levels(pid):
 
 
 async def soak(port, origin, pid, seconds, tally):
-    """Levels are sampled every second under load; minute one and the end are each the
-    median of their last 15 samples (one sample catches whatever connections happen to be
-    open at that instant). Then once more after the load, idle."""
+    """Levels are sampled five times a second under load; minute one and the end are each
+    the median of their last 15 seconds (one sample catches whatever connections happen to
+    be open at that instant). Then once more after the load, idle."""
     import itertools
     import statistics
     counter = itertools.count()
@@ -171,19 +179,21 @@ async def soak(port, origin, pid, seconds, tally):
     minute_one = min(60, seconds / 3)
     workers = [asyncio.ensure_future(client(port, origin, tally, deadline, counter)) for _ in range(32)]
     samples = []
-    while time.monotonic() < deadline - 0.5:
-        await asyncio.sleep(1.0)
+    next_course = 10
+    while time.monotonic() < deadline - 0.2:
+        await asyncio.sleep(0.2)
         samples.append((time.monotonic() - start, process_levels(pid)))
-        if len(samples) % 10 == 0:  # the course, to tell a climb from a step
+        if samples[-1][0] >= next_course:  # the course, to tell a climb from a step
+            next_course += 10
             at, (rss, fds, other) = samples[-1]
-            print("bench: soak at %3.0f s: RSS %.1f MB, %d open files (%d not sockets)" % (at, rss, fds, other),
-                  file=sys.stderr)
+            print("bench: soak at %3.0f s: RSS %.1f MB (anonymous %.1f, file %.1f), %d open files (%d not sockets)" % (
+                at, rss, LAST_SPLIT[0], LAST_SPLIT[1], fds, other), file=sys.stderr)
     await asyncio.gather(*workers)
     await asyncio.sleep(1.0)  # in-flight work settles (background refreshes, store writes)
     idle = process_levels(pid)
 
     def around(t):
-        window = [levels for at, levels in samples if at <= t][-15:]
+        window = [levels for at, levels in samples if t - 15 < at <= t]
         return tuple(statistics.median(levels[i] for levels in window) for i in (0, 1, 2))
     return minute_one, around(minute_one), around(seconds), idle, time.monotonic() - start
 
