@@ -44,7 +44,8 @@ final class HotCache: Sendable {
         }
     }
 
-    /// After a commit: the new version replaces any older one.
+    /// A new version written (before its commit, so that no reader finds the older one
+    /// here meanwhile): it replaces any older one.
     func put(_ object: CachedObject) {
         guard capacity > 0 else { return }
         state.withLock { state in

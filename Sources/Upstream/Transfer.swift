@@ -216,16 +216,21 @@ final class Transfer {
     /// job's own until a redirect changes the URL, without parsing it again for every
     /// transfer (this is asked before each request, on the transfer thread).
     private var currentHost: String? {
-        var pointer: UnsafeMutablePointer<CChar>?
-        guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
-        if job.url.withCString({ strcmp($0, pointer) == 0 }) { return job.host }
-        return URLComponents(string: String(cString: pointer))?.host
+        withEffectiveURL { url in
+            if job.url.withCString({ strcmp($0, url) == 0 }) { return job.host }
+            return URLComponents(string: String(cString: url))?.host
+        } ?? nil
     }
 
     private var effectiveURL: String? {
+        withEffectiveURL { String(cString: $0) }
+    }
+
+    /// `body` with curl's effective URL (valid only during the call); nil when curl has none.
+    private func withEffectiveURL<T>(_ body: (UnsafePointer<CChar>) -> T) -> T? {
         var pointer: UnsafeMutablePointer<CChar>?
         guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
-        return String(cString: pointer)
+        return body(pointer)
     }
 
     /// Turns curl's result code into the fetch's outcome.

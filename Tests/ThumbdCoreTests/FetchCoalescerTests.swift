@@ -89,4 +89,15 @@ struct FetchCoalescerTests {
         coalescer.complete(key: "k", job: try #require(new.job), with: .success(object("k")))
         #expect(log.all == ["new"])
     }
+
+    @Test("each way of meeting a flight has its X-Thumbd-Cache label")
+    func labels() {
+        var revalidated = object("k")
+        revalidated.revalidated = true
+        #expect(CacheResult.of(.leader, object("k")) == .miss)
+        #expect(CacheResult.of(.leader, revalidated) == .revalidated)
+        #expect(CacheResult.of(.follower, object("k")) == .coalesced)
+        #expect(CacheResult.of(.finished, object("k")) == .hit)  // finished, being stored: what the cache holds
+        #expect(CacheResult.of(.finished, nil) == .hit)
+    }
 }

@@ -11,10 +11,9 @@ public protocol CoalescedJob: AnyObject, Sendable {
 
 extension FetchJob: CoalescedJob {}
 
-/// How a waiter came to a flight: it started it (`miss`) or joined it (`coalesced`).
-/// How a request met its flight: it started it, joined it in flight, or came after it had
-/// finished (while its result was being stored), when that result is simply what the cache
-/// holds.
+/// How a request met its flight: it started it (`miss`), joined it in flight (`coalesced`),
+/// or came after it had finished, while its result was being stored (`hit`: that result is
+/// what the cache holds).
 public enum FlightRole: Sendable { case leader, follower, finished }
 
 /// What every waiter of a flight gets.
