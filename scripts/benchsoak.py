@@ -141,20 +141,15 @@ async def client(port, origin, tally, deadline, counter):
             tally.bad("%s: %r" % ("client", error))
 
 
-LAST_SPLIT = (0.0, 0.0)
-
-
 def process_levels(pid):
-    """RSS MB, open files, and open files other than sockets (the database, the WAL, pipes,
+    """RSS MB, open files, open files other than sockets (the database, the WAL, pipes,
     epoll and event fds: what a leak of thumbd's own handles would grow; the sockets are
-    mostly the connections in flight at that instant)."""
+    mostly the connections in flight at that instant), and RSS split into the process's own
+    memory (anonymous) and mapped files (the binary and its libraries, page cache the kernel
+    can take back)."""
     with open("/proc/%d/status" % pid) as f:
         status = {line.split(":")[0]: line.split()[1] for line in f if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
     rss = int(status["VmRSS"]) / 1024
-    # The part of RSS that is the cache file mapped by the read connections (page cache
-    # the kernel can take back), apart from the process's own memory (RssAnon).
-    global LAST_SPLIT
-    LAST_SPLIT = (int(status["RssAnon"]) / 1024, int(status["RssFile"]) / 1024)
     fds = other = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -164,7 +159,7 @@ def process_levels(pid):
         fds += 1
         if not target.startswith("socket:"):
             other += 1
-    return rss, fds, other
+    return rss, fds, other, int(status["RssAnon"]) / 1024, int(status["RssFile"]) / 1024
 
 
 async def soak(port, origin, pid, seconds, tally):
@@ -185,9 +180,9 @@ async def soak(port, origin, pid, seconds, tally):
         samples.append((time.monotonic() - start, process_levels(pid)))
         if samples[-1][0] >= next_course:  # the course, to tell a climb from a step
             next_course += 10
-            at, (rss, fds, other) = samples[-1]
+            at, (rss, fds, other, anonymous, mapped) = samples[-1]
             print("bench: soak at %3.0f s: RSS %.1f MB (anonymous %.1f, file %.1f), %d open files (%d not sockets)" % (
-                at, rss, LAST_SPLIT[0], LAST_SPLIT[1], fds, other), file=sys.stderr)
+                at, rss, anonymous, mapped, fds, other), file=sys.stderr)
     await asyncio.gather(*workers)
     await asyncio.sleep(1.0)  # in-flight work settles (background refreshes, store writes)
     idle = process_levels(pid)
