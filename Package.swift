@@ -2,9 +2,10 @@
 import PackageDescription
 
 // The arrows: thumbd → ThumbdCore → {HTTPServer, Upstream, BlobStore, Thumbnailer} → C modules, with
-// Support (bytes, addresses, thread names) under all of them. Each C module is a
-// dependency of exactly one wrapper target, and no wrapper depends on ThumbdCore, so the
-// compiler refuses a layer that leans the wrong way.
+// Support (bytes, addresses, thread names, free memory) under all of them. Each C library's
+// module is a dependency of exactly one wrapper target (CMalloc, a header of libc itself, is
+// Support's), and no wrapper depends on ThumbdCore, so the compiler refuses a layer that
+// leans the wrong way.
 let package = Package(
     name: "thumbd",
     platforms: [.macOS(.v15)],
@@ -36,11 +37,14 @@ let package = Package(
         .systemLibrary(
             name: "CVips", pkgConfig: "vips",
             providers: [.apt(["libvips-dev"])]),
+        // glibc's allocator controls (malloc.h): a header of libc, no library to link.
+        .systemLibrary(name: "CMalloc"),
 
-        // What every layer shares and none owns: the byte buffer, IP addresses, thread names.
+        // What every layer shares and none owns: the byte buffer, IP addresses, thread names, the
+        // process's free memory.
         .target(
             name: "Support",
-            dependencies: [.product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CMalloc", .product(name: "Logging", package: "swift-log")]),
 
         // One wrapper per C library. None of them knows a product type.
         .target(

@@ -3,6 +3,7 @@ import Foundation
 import HTTPServer
 import Logging
 import ServiceLifecycle
+import Support
 import Thumbnailer
 import Synchronization
 import Upstream
@@ -34,7 +35,12 @@ public final class Thumbd: Service, Sendable {
         let variants: VariantSource
         /// `/metrics` on its own address (`metrics.listen`), if configured.
         let metricsServer: HTTPServer?
+        let freeMemory: FreeMemory
     }
+
+    /// How often the allocator's free memory goes back to the system (`FreeMemory`): a
+    /// call takes a few milliseconds (README, "Memory").
+    static let freeMemoryInterval = Duration.seconds(10)
 
     public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
         self.configuration = configuration
@@ -174,7 +180,8 @@ public final class Thumbd: Service, Sendable {
         }
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants, metricsServer: metricsServer))
+                                  variants: variants, metricsServer: metricsServer,
+                                  freeMemory: FreeMemory(every: Self.freeMemoryInterval)))
         }
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
@@ -221,6 +228,7 @@ public final class Thumbd: Service, Sendable {
         parts.server.stop()
         parts.metricsServer?.stop()
         parts.batches.stop()
+        parts.freeMemory.stop()
         parts.store.close()
         logger.info("thumbd.stopped")
     }

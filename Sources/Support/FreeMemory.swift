@@ -1,0 +1,38 @@
+import CMalloc
+import Dispatch
+
+/// Gives the memory the allocator holds free back to the system, every `interval`.
+///
+/// glibc's malloc keeps what a burst freed (an arena per thread, up to 8 per core, each
+/// with its own free lists) and returns only the free space at the top of each heap. A
+/// daemon whose threads allocate in bursts (image bodies, thumbnails, SQLite's pages) then
+/// grows by steps of several megabytes that stay after the burst, although nothing lives in
+/// them: in a soak, `malloc_trim` took back 6 to 11 MB each time it was called by hand.
+/// `malloc_trim(0)` releases every whole free page of every arena (`madvise`), keeping
+/// the address space, so a page used again costs one page fault.
+package final class FreeMemory: @unchecked Sendable {
+    // A Dispatch source is thread-safe; it is set up once and cancelled once.
+    private let timer: any DispatchSourceTimer
+
+    /// Starts returning free memory every `interval` (on a utility queue).
+    package init(every interval: Duration) {
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        let step = DispatchTimeInterval.milliseconds(Int(interval.components.seconds * 1000
+            + interval.components.attoseconds / 1_000_000_000_000_000))
+        timer.schedule(deadline: .now() + step, repeating: step, leeway: .milliseconds(100))
+        timer.setEventHandler { Self.returnNow() }
+        self.timer = timer
+        timer.resume()
+    }
+
+    /// Returns the free memory now. Whether any was given back.
+    @discardableResult
+    package static func returnNow() -> Bool {
+        malloc_trim(0) == 1
+    }
+
+    /// Stops the timer (a call in progress finishes).
+    package func stop() { timer.cancel() }
+
+    deinit { timer.cancel() }
+}

@@ -1,0 +1,68 @@
+import Glibc
+import Support
+import Testing
+
+/// Memory freed inside a heap (below a block still in use, so that glibc cannot simply
+/// shrink the heap) stays resident until it is returned. Residency is read with `mincore`
+/// on the freed range itself, so other tests allocating at the same time do not blur it.
+@Suite("FreeMemory: what the allocator keeps free goes back to the system", .serialized)
+struct FreeMemoryTests {
+    /// 2048 blocks of 16 KiB (under the mmap threshold: they come from a heap), written,
+    /// then freed but for the highest one, which keeps the heap from shrinking under them.
+    private final class Hole {
+        private let freed: [UInt]
+        private let guardBlock: UnsafeMutableRawPointer
+        private static let size = 16 * 1024
+
+        init() {
+            var blocks = (0..<2048).map { _ in malloc(Self.size)! }
+            for block in blocks { memset(block, 1, Self.size) }
+            blocks.sort { UInt(bitPattern: $0) < UInt(bitPattern: $1) }
+            guardBlock = blocks.removeLast()
+            freed = blocks.map { UInt(bitPattern: $0) }
+            for block in blocks { free(block) }
+        }
+
+        deinit { free(guardBlock) }
+
+        /// The share of the freed blocks' whole pages that are resident.
+        var resident: Double {
+            let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+            var pages = 0
+            var resident = 0
+            var vector = [UInt8](repeating: 0, count: Self.size / Int(page))
+            for block in freed {
+                let first = (block + page - 1) / page * page
+                let count = Int((block + UInt(Self.size)) / page * page - first) / Int(page)
+                let rc = vector.withUnsafeMutableBufferPointer {
+                    mincore(UnsafeMutableRawPointer(bitPattern: first), Int(page) * count, $0.baseAddress)
+                }
+                precondition(rc == 0, "mincore: \(errno)")
+                pages += count
+                resident += vector.prefix(count).filter { $0 & 1 == 1 }.count
+            }
+            return Double(resident) / Double(pages)
+        }
+    }
+
+    @Test("returnNow releases the pages of memory freed inside a heap")
+    func returnNow() {
+        let hole = Hole()
+        #expect(hole.resident > 0.9, "freed, not yet returned: still resident")
+        FreeMemory.returnNow()
+        #expect(hole.resident < 0.1)
+    }
+
+    @Test("the timer returns it without being asked, and stops when told")
+    func timer() async throws {
+        let hole = Hole()
+        #expect(hole.resident > 0.9)
+        let freeMemory = FreeMemory(every: .milliseconds(50))
+        defer { freeMemory.stop() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while hole.resident >= 0.1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(hole.resident < 0.1)
+    }
+}
