@@ -12,7 +12,8 @@ traffic, bounded in time, loopback only.
 Expected errors are the faults' own: 502 upstream_status, 502 upstream_truncated and 415
 not_an_image, on misses and batch items only. Anything else (a 5xx on a hit, another code,
 a body that differs from the origin's, a stream without end) is unexpected. RSS and open
-files of thumbd are read at minute one and at the end.
+files of thumbd are read at minute one and at the end, under load and quiet (the clients
+wait a moment and nothing is in flight).
 
     benchsoak.py --thumbd BIN [--seconds 180]
 """
@@ -91,11 +92,22 @@ class Tally:
             self.unexpected.append("…")
 
 
-async def client(port, origin, tally, deadline, counter):
+class Pause:
+    """Lets the sampler stop the clients for a moment: a client waits at `gate` before each
+    request, and `busy` counts the requests in flight."""
+    def __init__(self):
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.busy = 0
+
+
+async def client(port, origin, tally, deadline, counter, pause):
     def thumb(path, extra=""):
         return "/thumb?url=" + urllib.parse.quote(origin.url(path), safe="") + extra
 
     while time.monotonic() < deadline:
+        await pause.gate.wait()
+        pause.busy += 1
         pick = random.random()
         try:
             if pick < 0.55 or pick < 0.70:
@@ -139,18 +151,39 @@ async def client(port, origin, tally, deadline, counter):
                 tally.kinds["batch item"] = tally.kinds.get("batch item", 0) + 10
         except Exception as error:  # a reset or a timeout is unexpected too
             tally.bad("%s: %r" % ("client", error))
+        finally:
+            pause.busy -= 1
 
 
-def process_levels(pid):
+def socket_ports(pid):
+    """Socket inode -> local TCP port, from the process's view of /proc/net."""
+    ports = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    ports[fields[9]] = int(fields[1].rsplit(":", 1)[1], 16)
+        except OSError:
+            pass
+    return ports
+
+
+def process_levels(pid, port=None):
     """RSS MB, open files, open files other than sockets (the database, the WAL, pipes,
-    epoll and event fds: what a leak of thumbd's own handles would grow; the sockets are
-    mostly the connections in flight at that instant), and RSS split into the process's own
-    memory (anonymous) and mapped files (the binary and its libraries, page cache the kernel
-    can take back)."""
+    epoll and event fds: what a leak of thumbd's own handles would grow), the server's
+    sockets (listening, and the clients' connections: mostly the requests in flight at that
+    instant) and the others (connections to the origin, in flight or kept for reuse), and
+    RSS split into the process's own memory (anonymous) and mapped files (the binary and its
+    libraries, page cache the kernel can take back). The sockets are told apart only when
+    `port` (the server's) is given: /proc/net/tcp lists every socket of the machine,
+    thousands in TIME_WAIT under this load, too slow to read five times a second."""
     with open("/proc/%d/status" % pid) as f:
         status = {line.split(":")[0]: line.split()[1] for line in f if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
     rss = int(status["VmRSS"]) / 1024
-    fds = other = 0
+    ports = None
+    fds = other = served = 0
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
             target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
@@ -159,38 +192,68 @@ def process_levels(pid):
         fds += 1
         if not target.startswith("socket:"):
             other += 1
-    return rss, fds, other, int(status["RssAnon"]) / 1024, int(status["RssFile"]) / 1024
+            continue
+        if port is not None:
+            if ports is None:
+                ports = socket_ports(pid)
+            if ports.get(target[len("socket:["):-1]) == port:
+                served += 1
+    upstream = fds - other - served if port is not None else None
+    return rss, fds, other, int(status["RssAnon"]) / 1024, int(status["RssFile"]) / 1024, served, upstream
+
+
+async def quiet_levels(pid, port, pause):
+    """The levels with nothing in flight: the clients wait, their requests finish, and a
+    second later (background refreshes, store writes) the levels are read; then the clients
+    go on. Under load the open files are mostly the sockets of the requests in flight, which
+    move by a third from one second to the next; quiet, they are what the daemon keeps."""
+    pause.gate.clear()
+    waited = time.monotonic() + 60
+    while pause.busy and time.monotonic() < waited:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    levels = process_levels(pid, port)
+    pause.gate.set()
+    return levels
 
 
 async def soak(port, origin, pid, seconds, tally):
     """Levels are sampled five times a second under load; minute one and the end are each
     the median of their last 15 seconds (one sample catches whatever connections happen to
-    be open at that instant). Then once more after the load, idle."""
+    be open at that instant). They are read quiet, too (`quiet_levels`): once at minute one,
+    and once after the load."""
     import itertools
     import statistics
     counter = itertools.count()
     start = time.monotonic()
     deadline = start + seconds
     minute_one = min(60, seconds / 3)
-    workers = [asyncio.ensure_future(client(port, origin, tally, deadline, counter)) for _ in range(32)]
+    pause = Pause()
+    workers = [asyncio.ensure_future(client(port, origin, tally, deadline, counter, pause)) for _ in range(32)]
     samples = []
     next_course = 10
+    quiet_one = None
     while time.monotonic() < deadline - 0.2:
         await asyncio.sleep(0.2)
         samples.append((time.monotonic() - start, process_levels(pid)))
+        if quiet_one is None and samples[-1][0] >= minute_one:
+            quiet_one = await quiet_levels(pid, port, pause)
+            print("bench: soak at %3.0f s, quiet: RSS %.1f MB, %d open files (%d not sockets, %d server sockets, %d upstream)" % (
+                samples[-1][0], quiet_one[0], quiet_one[1], quiet_one[2], quiet_one[5], quiet_one[6]), file=sys.stderr)
         if samples[-1][0] >= next_course:  # the course, to tell a climb from a step
             next_course += 10
-            at, (rss, fds, other, anonymous, mapped) = samples[-1]
-            print("bench: soak at %3.0f s: RSS %.1f MB (anonymous %.1f, file %.1f), %d open files (%d not sockets)" % (
-                at, rss, anonymous, mapped, fds, other), file=sys.stderr)
+            at = samples[-1][0]
+            rss, fds, other, anonymous, mapped, served, upstream = process_levels(pid, port)
+            print("bench: soak at %3.0f s: RSS %.1f MB (anonymous %.1f, file %.1f), %d open files "
+                  "(%d not sockets, %d server sockets, %d upstream)" % (
+                      at, rss, anonymous, mapped, fds, other, served, upstream), file=sys.stderr)
     await asyncio.gather(*workers)
-    await asyncio.sleep(1.0)  # in-flight work settles (background refreshes, store writes)
-    idle = process_levels(pid)
+    idle = await quiet_levels(pid, port, pause)
 
     def around(t):
         window = [levels for at, levels in samples if t - 15 < at <= t]
         return tuple(statistics.median(levels[i] for levels in window) for i in (0, 1, 2))
-    return minute_one, around(minute_one), around(seconds), idle, time.monotonic() - start
+    return minute_one, around(minute_one), around(seconds), quiet_one, idle, time.monotonic() - start
 
 
 def main():
@@ -218,7 +281,7 @@ def main():
                 assert status == 200, status
         asyncio.run(warm())
         print("bench: soak, %d s, 32 clients" % args.seconds, file=sys.stderr)
-        minute_one, first, last, idle, elapsed = asyncio.run(soak(port, origin, proc.pid, args.seconds, tally))
+        minute_one, first, last, quiet_one, idle, elapsed = asyncio.run(soak(port, origin, proc.pid, args.seconds, tally))
         alive = proc.poll() is None
         faults = origin.stats().get("faults", {})
     finally:
@@ -243,12 +306,20 @@ def main():
             print("| answers %s | %d |" % (outcome, tally.outcomes[outcome]))
     print("| unexpected answers or errors | %d |" % len([u for u in tally.unexpected if u != "…"]))
     print("| bodies that differ from the origin's | %d |" % tally.mismatched)
-    print("| RSS MB under load at %.0f s / at the end (change); idle after | %.1f / %.1f (%+.1f%%); %.1f |" % (
-        minute_one, first[0], last[0], (last[0] / first[0] - 1) * 100, idle[0]))
-    print("| open files under load at %.0f s / at the end (change); idle after | %d / %d (%+.1f%%); %d |" % (
-        minute_one, first[1], last[1], (last[1] / first[1] - 1) * 100, idle[1]))
-    print("| … other than sockets, at %.0f s / at the end (change) | %d / %d (%+.1f%%) |" % (
-        minute_one, first[2], last[2], (last[2] / first[2] - 1) * 100))
+    def change(a, b):
+        return "%s / %s (%+.1f%%)" % (a, b, (b / a - 1) * 100)
+    print("| RSS MB under load at %.0f s / at the end (change) | %s |" % (
+        minute_one, change(round(first[0], 1), round(last[0], 1))))
+    print("| RSS MB quiet at %.0f s / after the load (change) | %s |" % (
+        minute_one, change(round(quiet_one[0], 1), round(idle[0], 1))))
+    print("| open files under load at %.0f s / at the end (change) | %s |" % (minute_one, change(first[1], last[1])))
+    print("| open files quiet at %.0f s / after the load (change) | %s |" % (minute_one, change(quiet_one[1], idle[1])))
+    print("| … other than sockets, quiet at %.0f s / after the load (change) | %s |" % (
+        minute_one, change(quiet_one[2], idle[2])))
+    print("| … the server's sockets (listening, clients), quiet at %.0f s / after the load (change) | %s |" % (
+        minute_one, change(quiet_one[5], idle[5])))
+    print("| … upstream connections kept for reuse, quiet at %.0f s / after the load | %d / %d |" % (
+        minute_one, quiet_one[6], idle[6]))
     print("| daemon still running at the end | %s |" % ("yes" if alive else "NO"))
     for line in tally.unexpected[:20]:
         print("unexpected: %s" % line, file=sys.stderr)
