@@ -55,8 +55,7 @@ final class ServerCore: Sendable {
             return false
         }
         if holds { return true }
-        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        _ = signal.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+        _ = signal.wait(timeout: .now() + timeout.dispatchInterval)
         return counts.withLock { $0.holds(condition) }
     }
 

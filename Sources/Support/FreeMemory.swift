@@ -17,9 +17,8 @@ package final class FreeMemory: @unchecked Sendable {
     /// Starts returning free memory every `interval` (on a utility queue).
     package init(every interval: Duration) {
         let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        let step = DispatchTimeInterval.milliseconds(Int(interval.components.seconds * 1000
-            + interval.components.attoseconds / 1_000_000_000_000_000))
-        timer.schedule(deadline: .now() + step, repeating: step, leeway: .milliseconds(100))
+        timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval,
+                       leeway: .milliseconds(100))
         timer.setEventHandler { Self.returnNow() }
         self.timer = timer
         timer.resume()

@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import HTTPServer
 import Prometheus
+import Support
 import Synchronization
 import Upstream
 
@@ -116,13 +117,13 @@ final class DaemonMetrics: Sendable {
     func fetched(_ result: Result<UpstreamResponse, UpstreamError>, duration: Duration) {
         switch result {
         case .success(let response):
-            fetchDuration.recordNanoseconds(Self.nanoseconds(duration))
+            fetchDuration.recordNanoseconds(duration.nanoseconds)
             fetches[response.status == 304 ? .notModified : .downloaded]?.increment()
             fetchBytes.increment(by: Int64(response.body.count))
         case .failure(.cancelled), .failure(.shuttingDown):
             break  // nobody wanted it any more: not the origin's doing
         case .failure(let error):
-            fetchDuration.recordNanoseconds(Self.nanoseconds(duration))
+            fetchDuration.recordNanoseconds(duration.nanoseconds)
             fetches[.failed]?.increment()
             let code = ThumbdError(error).code.rawValue
             Self.counter(in: upstreamErrors, label: "thumbd_upstream_errors_total", code: code, factory: factory).increment()
@@ -192,11 +193,6 @@ final class DaemonMetrics: Sendable {
             counters[code] = made
             return made
         }
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// Resident set size from `/proc/self/statm` (pages × page size).
