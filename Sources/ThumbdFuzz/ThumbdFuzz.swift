@@ -1,7 +1,8 @@
 // libFuzzer entry for thumbd's parsers of untrusted input: the destination policy (URL
 // validation, address classification, every IPv4 spelling), /thumb's query, batch JSON,
-// origin header lines, the request-line check, Host/Origin handling and the SSE parser.
-// The first byte of an input picks the parser; the rest is its input. Besides "no crash",
+// origin header lines, the request-line check, Host/Origin handling, the SSE parser and the
+// image header check. The first byte of an input picks the parser (0xFF: the image header
+// check, added after the corpus was laid out by `% 8`); the rest is its input. Besides "no crash",
 // each checks a property (bounds, idempotence, agreement).
 //
 //   scripts/fuzz [SECONDS]                 a bounded run (scripts/test runs 60 s)
@@ -27,6 +28,7 @@ enum Fuzz {
     static func one(_ input: [UInt8]) {
         guard let selector = input.first else { return }
         let rest = Array(input.dropFirst())
+        if selector == 0xFF { return imageHeader(rest) }
         let text = String(decoding: rest, as: UTF8.self)
         switch selector % 8 {
         case 0: destination(text)
@@ -76,6 +78,14 @@ enum Fuzz {
         let request = Request(method: "GET", path: "/thumb", query: query)
         _ = try? ThumbRequest.wantsPlaceholder(request)
         _ = try? ThumbRequest(request, policy: strict, avif: true)
+    }
+
+    /// Any bytes: read without a read out of bounds, and what is accepted has sides within
+    /// its format's limits.
+    static func imageHeader(_ bytes: [UInt8]) {
+        guard let accepted = bytes.withUnsafeBytes({ ImageHeaderCheck.dimensions(of: $0) }) else { return }
+        precondition((1...1_000_000).contains(accepted.width) && (1...1_000_000).contains(accepted.height),
+                     "accepted \(accepted) from \(bytes.count) bytes")
     }
 
     /// Whatever the lines, what is kept stays within its bounds.

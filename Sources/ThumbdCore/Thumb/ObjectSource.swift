@@ -112,8 +112,11 @@ final class ObjectSource: Sendable {
             // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
             let head = response.body.withUnsafeBytes { Array($0.prefix(64)) }
             guard let type = ImageSniffer.contentType(of: head) else { return .failure(.notAnImage) }
-            // Then libvips reads the header: a known signature followed by garbage is not an image.
-            guard (try? thumbnailer.header(of: response.body)) != nil else { return .failure(.notAnImage) }
+            // Then the header: a known signature followed by garbage is not an image. A JPEG,
+            // PNG or simple WebP whose header reads cleanly passes here; any other body is
+            // libvips's to judge.
+            let clean = response.body.withUnsafeBytes { ImageHeaderCheck.dimensions(of: $0) } != nil
+            guard clean || (try? thumbnailer.header(of: response.body)) != nil else { return .failure(.notAnImage) }
             return .success((response, type))
         }
         switch checked {
