@@ -8,34 +8,16 @@
  *
  *   burst PORT PATH N
  */
-#define _GNU_SOURCE
+#include "benchclient.h"
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 struct conn { int fd; char *buf; size_t len, cap; int status; double done; };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* 1 once the head and Content-Length bytes of body are in (or the peer closed). */
-static int complete(struct conn *c) {
-    char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
-    if (!end) return 0;
-    size_t head = end - c->buf + 4;
-    char *field = memmem(c->buf, head, "Content-Length:", 15);
-    if (!field) field = memmem(c->buf, head, "content-length:", 15);
-    if (!field) return 0;
-    return c->len >= head + (size_t)strtoul(field + 15, NULL, 10);
-}
 
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: burst PORT PATH N\n"); return 2; }
@@ -68,7 +50,7 @@ int main(int argc, char **argv) {
             if (k->cap - k->len < 16384) { k->cap *= 2; k->buf = realloc(k->buf, k->cap); }
             ssize_t got = read(k->fd, k->buf + k->len, k->cap - k->len);
             if (got > 0) k->len += got;
-            if (got <= 0 || complete(k)) {
+            if (got <= 0 || response_complete(k->buf, k->len)) {
                 k->done = now();
                 k->status = k->len > 12 ? atoi(k->buf + 9) : 0;
                 epoll_ctl(ep, EPOLL_CTL_DEL, k->fd, NULL);
