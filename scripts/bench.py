@@ -629,15 +629,15 @@ def scenario_fanout(servers, origin, seconds, rounds, work):
         if values[0] is None:
             return None
         return statistics.mean(values) if "(mean)" in key else statistics.median(values)
-    median = {name: {key: summary(key, [run[key] for run in result]) for key in result[0]}
-              for name, result in runs.items()}
-    direct = median[("", "direct")]
+    summaries = {name: {key: summary(key, [run[key] for run in result]) for key in result[0]}
+                 for name, result in runs.items()}
+    direct = summaries[("", "direct")]
     rows = []
     label = "cold fan-out, 500 URLs from one host, c=100, origin 50 ms (median of %d rounds)" % rounds
     for place in ("disk", "tmpfs"):
-        if ("tmpfs", "thumbd") not in median and place == "tmpfs":
+        if ("tmpfs", "thumbd") not in summaries and place == "tmpfs":
             continue
-        t, n = median[(place, "thumbd")], median[(place, "nginx")]
+        t, n = summaries[(place, "thumbd")], summaries[(place, "nginx")]
         where = ", caches on %s" % ("disk (/tmp)" if place == "disk" else "tmpfs (/dev/shm)")
         rows += [(label + where, key, t[key], n[key]) for key in t]
     return rows + [(label, "origin alone, wall ms (floor)", direct["wall ms"], direct["wall ms"])]

@@ -83,7 +83,9 @@ enum Fuzz {
     /// Any bytes: read without a read out of bounds, and what is accepted has sides within
     /// its format's limits.
     static func imageHeader(_ bytes: [UInt8]) {
-        guard let accepted = bytes.withUnsafeBytes({ ImageHeaderCheck.dimensions(of: $0) }) else { return }
+        guard let type = ImageSniffer.contentType(of: Array(bytes.prefix(64))),
+              let accepted = bytes.withUnsafeBytes({ ImageHeaderCheck.dimensions(of: $0, contentType: type) })
+        else { return }
         precondition((1...1_000_000).contains(accepted.width) && (1...1_000_000).contains(accepted.height),
                      "accepted \(accepted) from \(bytes.count) bytes")
     }

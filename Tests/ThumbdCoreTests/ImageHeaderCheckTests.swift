@@ -9,8 +9,10 @@ import Thumbnailer
 struct ImageHeaderCheckTests {
     static let thumbnailer = try! Thumbnailer()
 
+    /// As the daemon asks: the sniffed format first (nil when it names none), then the header.
     static func check(_ bytes: [UInt8]) -> ImageHeaderCheck.Dimensions? {
-        bytes.withUnsafeBytes { ImageHeaderCheck.dimensions(of: $0) }
+        guard let type = ImageSniffer.contentType(of: Array(bytes.prefix(64))) else { return nil }
+        return bytes.withUnsafeBytes { ImageHeaderCheck.dimensions(of: $0, contentType: type) }
     }
 
     /// libvips's dimensions of `bytes`, or nil when its header read refuses them.

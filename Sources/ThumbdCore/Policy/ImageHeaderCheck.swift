@@ -18,12 +18,15 @@ enum ImageHeaderCheck {
     }
 
     /// The dimensions of a body whose header reads cleanly, or nil (undecided: ask libvips).
-    static func dimensions(of bytes: UnsafeRawBufferPointer) -> Dimensions? {
+    /// `contentType` is `ImageSniffer`'s for these bytes: the signature is already checked.
+    static func dimensions(of bytes: UnsafeRawBufferPointer, contentType: String) -> Dimensions? {
         let body = Reader(bytes: bytes)
-        if body.matches([0xFF, 0xD8], at: 0) { return jpeg(body) }
-        if body.matches([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], at: 0) { return png(body) }
-        if body.matches(Array("RIFF".utf8), at: 0) && body.matches(Array("WEBP".utf8), at: 8) { return webp(body) }
-        return nil
+        switch contentType {
+        case "image/jpeg": return jpeg(body)
+        case "image/png": return png(body)
+        case "image/webp": return webp(body)
+        default: return nil
+        }
     }
 
     /// Bounds-checked big- and little-endian reads.
@@ -103,7 +106,7 @@ enum ImageHeaderCheck {
 
     private static func jpegFrame(_ body: Reader, _ start: Int, _ end: Int) -> (Dimensions, [UInt8])? {
         guard body.at(start) == 8, let height = body.be16(start + 1), let width = body.be16(start + 3),
-              let count = body.at(start + 5), [1, 3, 4].contains(count), end - start == 6 + 3 * Int(count),
+              let count = body.at(start + 5), count == 1 || count == 3 || count == 4, end - start == 6 + 3 * Int(count),
               (1...65500).contains(height), (1...65500).contains(width)
         else { return nil }
         var identifiers: [UInt8] = []
@@ -246,11 +249,14 @@ enum ImageHeaderCheck {
     /// file's, holding one `VP8 ` (lossy) or `VP8L` (lossless) chunk that fills it, with a
     /// valid frame header. The extended format (VP8X: alpha, animation, metadata) is
     /// libvips's to judge.
+    private static let vp8 = Array("VP8 ".utf8)
+    private static let vp8l = Array("VP8L".utf8)
+
     static func webp(_ body: Reader) -> Dimensions? {
         guard let riffSize = body.le32(4), riffSize % 2 == 0, riffSize + 8 == body.count,
               let chunkSize = body.le32(16), 20 + chunkSize + (chunkSize & 1) == body.count
         else { return nil }
-        if body.matches(Array("VP8 ".utf8), at: 12) {
+        if body.matches(Self.vp8, at: 12) {
             // Frame tag (3 bytes: a key frame, version 0–3, shown), start code, 14-bit sides.
             guard chunkSize >= 10, let tag = body.at(20), tag & 1 == 0, (tag >> 1) & 7 <= 3, tag & 0x10 != 0,
                   let partition = body.le24(20), (partition >> 5) <= chunkSize - 10,
@@ -260,7 +266,7 @@ enum ImageHeaderCheck {
             else { return nil }
             return Dimensions(width: width & 0x3FFF, height: height & 0x3FFF)
         }
-        if body.matches(Array("VP8L".utf8), at: 12) {
+        if body.matches(Self.vp8l, at: 12) {
             // Signature 0x2F, then 14 bits of width - 1, 14 of height - 1, alpha, version 0.
             guard chunkSize >= 5, body.at(20) == 0x2F, let bits = body.le32(21), bits >> 29 == 0 else { return nil }
             return Dimensions(width: (bits & 0x3FFF) + 1, height: (bits >> 14 & 0x3FFF) + 1)

@@ -115,7 +115,7 @@ final class ObjectSource: Sendable {
             // Then the header: a known signature followed by garbage is not an image. A JPEG,
             // PNG or simple WebP whose header reads cleanly passes here; any other body is
             // libvips's to judge.
-            let clean = response.body.withUnsafeBytes { ImageHeaderCheck.dimensions(of: $0) } != nil
+            let clean = response.body.withUnsafeBytes { ImageHeaderCheck.dimensions(of: $0, contentType: type) } != nil
             guard clean || (try? thumbnailer.header(of: response.body)) != nil else { return .failure(.notAnImage) }
             return .success((response, type))
         }
