@@ -68,8 +68,10 @@ static inline int thumbd_curl_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EF
 static inline void thumbd_curl_eventfd_signal(int fd) { uint64_t one = 1; (void)!write(fd, &one, sizeof one); }
 static inline void thumbd_curl_eventfd_drain(int fd) { uint64_t n; (void)!read(fd, &n, sizeof n); }
 /// Watches `fd` as curl asks (CURL_POLL_IN, _OUT, _INOUT; level-triggered), or stops
-/// watching it (CURL_POLL_REMOVE). Returns 0, or -1 with errno.
-static inline int thumbd_curl_epoll_watch(int epfd, int fd, int what) {
+/// watching it (CURL_POLL_REMOVE). `known`: the fd is in the set already (curl passes the
+/// pointer `curl_multi_assign` gave it until its CURL_POLL_REMOVE), so one epoll_ctl
+/// suffices; the other operation is only a fallback. Returns 0, or -1 with errno.
+static inline int thumbd_curl_epoll_watch(int epfd, int fd, int what, int known) {
     struct epoll_event event = {0};
     if (what == CURL_POLL_REMOVE) {
         int rc = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &event);
@@ -77,9 +79,12 @@ static inline int thumbd_curl_epoll_watch(int epfd, int fd, int what) {
     }
     event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
     event.data.fd = fd;
-    int rc = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event);
-    if (rc != 0 && errno == ENOENT) rc = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
-    return rc;
+    if (known) {
+        int rc = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event);
+        return (rc != 0 && errno == ENOENT) ? epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) : rc;
+    }
+    int rc = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+    return (rc != 0 && errno == EEXIST) ? epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event) : rc;
 }
 /// Waits; writes up to `max` ready descriptors and, for each, curl's CURL_CSELECT_* bits.
 /// Returns their count, or -1 (errno set).

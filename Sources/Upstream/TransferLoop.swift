@@ -196,15 +196,15 @@ private final class MultiHandle: @unchecked Sendable {
         epoll = thumbd_curl_epoll_create()
         wakeFD = thumbd_curl_eventfd()
         precondition(epoll >= 0 && wakeFD >= 0, "epoll/eventfd: \(String(cString: strerror(errno)))")
-        precondition(thumbd_curl_epoll_watch(epoll, wakeFD, Int32(CURL_POLL_IN)) == 0,
+        precondition(thumbd_curl_epoll_watch(epoll, wakeFD, Int32(CURL_POLL_IN), 0) == 0,
                      "epoll_ctl: \(String(cString: strerror(errno)))")
         // HTTP/2 origins: many transfers over one connection.
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
-        _ = thumbd_curl_multi_setopt_socketfn(multi) { _, socket, what, user, _ in
-            Unmanaged<MultiHandle>.fromOpaque(user!).takeUnretainedValue().watch(socket, what)
+        _ = thumbd_curl_multi_setopt_socketfn(multi) { _, socket, what, user, socketPointer in
+            Unmanaged<MultiHandle>.fromOpaque(user!).takeUnretainedValue().watch(socket, what, known: socketPointer != nil)
         }
         _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
         _ = thumbd_curl_multi_setopt_timerfn(multi) { _, milliseconds, user in
@@ -214,9 +214,16 @@ private final class MultiHandle: @unchecked Sendable {
 
     func wakeup() { thumbd_curl_eventfd_signal(wakeFD) }
 
-    /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl waits for, or no more.
-    private func watch(_ socket: curl_socket_t, _ what: Int32) -> Int32 {
-        thumbd_curl_epoll_watch(epoll, socket, what) == 0 ? 0 : -1
+    /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl waits for, or no more. A socket
+    /// seen for the first time is marked (`curl_multi_assign`, forgotten by curl at its
+    /// CURL_POLL_REMOVE) so that its later changes are one `EPOLL_CTL_MOD`, not a failed
+    /// MOD and an ADD: a pooled connection is removed and watched again on every transfer.
+    private func watch(_ socket: curl_socket_t, _ what: Int32, known: Bool) -> Int32 {
+        guard thumbd_curl_epoll_watch(epoll, socket, what, known ? 1 : 0) == 0 else { return -1 }
+        if !known, what != CURL_POLL_REMOVE {
+            _ = curl_multi_assign(handle, socket, Unmanaged.passUnretained(self).toOpaque())
+        }
+        return 0
     }
 
     /// CURLMOPT_TIMERFUNCTION: -1 removes the timer; 0 means as soon as possible.
