@@ -12,8 +12,9 @@ delayed requests at the rate the fan-out scenario needs).
                                 matching If-None-Match is answered 304 (counted)
     any path with ?fault=PCT    that share of answers is faulty at random: a 503, a body cut
                                 short, or bytes that are not an image (thirds each)
-    /__stats                    {"requests": {path: n}, "answered": {path: monotonic seconds},
-                                 "notModified": {path: n}, "faults": {kind: n}}
+    /__stats                    {"requests": {path: n}, "received": {path: monotonic seconds},
+                                 "answered": {path: monotonic seconds}, "notModified": {path: n},
+                                 "faults": {kind: n}} (times of the last request for the path)
 
 Absolute-form request targets (from a proxy) are understood.
 
@@ -30,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realimage  # noqa: E402
 
-REQUESTS, ANSWERED, GATES, NOT_MODIFIED, FAULTS = {}, {}, {}, {}, {}
+REQUESTS, RECEIVED, ANSWERED, GATES, NOT_MODIFIED, FAULTS = {}, {}, {}, {}, {}, {}
 VALIDATOR = b'"v1-bench"'
 LAST_MODIFIED = b"Mon, 02 Nov 2026 10:00:00 GMT"
 BODIES = {}
@@ -84,7 +85,7 @@ async def handle(reader, writer):
             url = urlsplit(target)
             path, q = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
             if path == "/__stats":
-                stats = {"connections": CONNECTIONS, "requests": REQUESTS, "answered": ANSWERED, "notModified": NOT_MODIFIED, "faults": FAULTS}
+                stats = {"connections": CONNECTIONS, "requests": REQUESTS, "received": RECEIVED, "answered": ANSWERED, "notModified": NOT_MODIFIED, "faults": FAULTS}
                 await respond(writer, 200, json.dumps(stats).encode(), b"application/json")
                 continue
             if path.startswith("/__release/"):
@@ -92,6 +93,7 @@ async def handle(reader, writer):
                 await respond(writer, 200, b"released\n", b"text/plain")
                 continue
             REQUESTS[path] = REQUESTS.get(path, 0) + 1
+            RECEIVED[path] = time.monotonic()  # its head read whole: the request is ours from here
             if path.startswith("/gate/"):
                 await gate(path[len("/gate/"):]).wait()
             elif "delay" in q:
