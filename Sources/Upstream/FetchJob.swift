@@ -58,6 +58,8 @@ public final class FetchJob: Sendable {
     public let host: String
     /// Set for a revalidation: the stored copy's validators.
     public let validators: Validators?
+    /// Which of `TransferLoops`' loops the job was given to (-1: none yet), for `cancel`.
+    let loopIndex = Atomic<Int>(-1)
     private let state: Mutex<State>
     private let onProgress: @Sendable (FetchProgress) -> Void
     private let onComplete: @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void

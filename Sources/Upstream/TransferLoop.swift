@@ -104,6 +104,10 @@ public final class TransferLoop: Sendable {
     /// Transfers running and waiting for a slot, as of the loop's last turn (for metrics).
     public var load: Load { published.withLock { $0 } }
 
+    /// Jobs submitted and not yet completed, now (`TransferLoops` gives a new job to the
+    /// loop with the fewest).
+    var outstandingJobs: Int { outstanding.withLock { $0 } }
+
     /// Stops `job` if it is queued or running; it then completes with `.cancelled`.
     public func cancel(_ job: FetchJob) { send(.cancel(job)) }
 

@@ -27,6 +27,7 @@ struct ConfigurationTests {
         #expect(loaded.server.maxConnections == defaults.server.maxConnections)
         #expect(loaded.store.maxBytes == defaults.store.maxBytes)
         #expect(loaded.upstream.maxPerHost == defaults.upstream.maxPerHost)
+        #expect(loaded.upstream.threads == defaults.upstream.threads)
         #expect(loaded.upstream.allowPrivateNetworks == defaults.upstream.allowPrivateNetworks)
         #expect(loaded.upstream.allowHosts == defaults.upstream.allowHosts)
     }
@@ -81,6 +82,7 @@ struct ConfigurationTests {
             ("THUMBD_METRICS_LISTEN", "not an address", "metrics.listen"),
             ("THUMBD_STORE_GRACE_SECONDS", "-1", "store.graceSeconds"),
             ("THUMBD_STORE_COMMIT_DELAY_MILLISECONDS", "5000", "store.commitDelayMilliseconds"),
+            ("THUMBD_UPSTREAM_THREADS", "0", "upstream.threads"),
         ] {
             do {
                 _ = try await ThumbdConfiguration.load(file: nil, environment: [variable: value])

@@ -3,6 +3,9 @@ import Upstream
 
 /// How thumbd talks to origins. Keys live under `upstream.`.
 public struct UpstreamConfiguration: Sendable {
+    /// `upstream.threads`: transfer loops, each a thread with its own curl multi handle
+    /// and connections; the limits below are shared out among them (see `TransferLoops`).
+    public var threads = 2
     /// `upstream.maxConcurrent`: transfers running at once, all hosts together.
     public var maxConcurrent = 256
     /// `upstream.maxPerHost`: a politeness cap on transfers running at once to one host;
@@ -46,6 +49,7 @@ public struct UpstreamConfiguration: Sendable {
 
     public init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "upstream")
+        threads = try r.int("threads", threads)
         maxConcurrent = try r.int("maxConcurrent", maxConcurrent)
         maxPerHost = try r.int("maxPerHost", maxPerHost)
         maxConnectionsPerHost = try r.int("maxConnectionsPerHost", maxConnectionsPerHost)
@@ -86,6 +90,7 @@ public struct UpstreamConfiguration: Sendable {
     }
 
     public func validate() throws {
+        try require((1...64).contains(threads), "upstream.threads", "must be 1...64, got \(threads)")
         try require(maxConcurrent >= 1, "upstream.maxConcurrent", "must be positive")
         try require(maxPerHost >= 0, "upstream.maxPerHost", "must not be negative (0: no cap)")
         try require(maxConnectionsPerHost >= 1, "upstream.maxConnectionsPerHost", "must be positive")

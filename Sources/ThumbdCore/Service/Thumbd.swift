@@ -8,7 +8,7 @@ import Thumbnailer
 import Synchronization
 import Upstream
 
-/// The whole daemon as one service: `start()` opens the cache and starts the transfer loop,
+/// The whole daemon as one service: `start()` opens the cache and starts the transfer loops,
 /// the processing stage and the HTTP server, in that order; `shutdown()` stops them in the
 /// reverse order, and every thread started is stopped. As a swift-service-lifecycle
 /// `Service`, `run()` starts it, waits for the group's graceful shutdown (SIGTERM/SIGINT)
@@ -27,7 +27,7 @@ public final class Thumbd: Service, Sendable {
     /// What runs between start and stop.
     private struct Parts: Sendable {
         let store: CacheStore
-        let loop: TransferLoop
+        let loop: TransferLoops
         let coalescer: FetchCoalescer
         let batches: BatchRegistry
         let stage: ProcessingStage
@@ -82,7 +82,7 @@ public final class Thumbd: Service, Sendable {
     /// Open `text/event-stream` responses.
     public var openEventStreams: Int { parts.batches.openStreams }
 
-    /// Opens the cache, starts the transfer loop, the processing stage and the server. On
+    /// Opens the cache, starts the transfer loops, the processing stage and the server. On
     /// failure whatever was started is stopped again.
     public func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
@@ -92,7 +92,8 @@ public final class Thumbd: Service, Sendable {
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
         let store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
-        let loop = TransferLoop(configuration: configuration.upstream.transferLoop(policy: policy), logger: logger)
+        let loop = TransferLoops(configuration: configuration.upstream.transferLoop(policy: policy),
+                                 threads: configuration.upstream.threads, logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
         let thumbnailer: Thumbnailer
@@ -206,7 +207,7 @@ public final class Thumbd: Service, Sendable {
     /// Graceful stop, in this order:
     /// 1. stop accepting: new connections and new suspensions get 503 `shutting_down`;
     /// 2. answer or refuse the waiters: fetches in flight get `server.shutdownGraceSeconds` to
-    ///    finish, then the transfer loop aborts the rest and exits (their waiters get 503);
+    ///    finish, then the transfer loops abort the rest and exit (their waiters get 503);
     /// 3. drain the processing stage (the last completions answer their waiters);
     /// 4. close the event streams (each ends after the events it has not read yet);
     /// 5. stop the server once every answer is out, then the event delivery lanes;

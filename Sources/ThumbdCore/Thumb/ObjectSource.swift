@@ -13,7 +13,7 @@ import Upstream
 final class ObjectSource: Sendable {
     let store: CacheStore
     let coalescer: FetchCoalescer
-    let loop: TransferLoop
+    let loop: TransferLoops
     let stage: ProcessingStage
     let thumbnailer: Thumbnailer
     let counters: CacheCounters
@@ -22,7 +22,7 @@ final class ObjectSource: Sendable {
     private let logger: Logger
     private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
 
-    init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoop, stage: ProcessingStage,
+    init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoops, stage: ProcessingStage,
          thumbnailer: Thumbnailer, configuration: ThumbdConfiguration, metrics: DaemonMetrics, logger: Logger) {
         self.metrics = metrics
         self.counters = CacheCounters(metrics: metrics)
