@@ -16,7 +16,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /hang                                            never answers (bounded: 60 s)
     /gate/NAME                                       waits for GET /__release/NAME, then an image
     /hostile/KIND?…                                  a broken or malicious response (see HOSTILE)
-    /__stats                     {"requests": {path: n}, "aborted": {path: n}, "order": [path, ...]}
+    /__stats                     {"requests": {path: n}, "aborted": {path: n}, "order": [path, ...],
+                                  "connections": how many client connections made counted requests}
 
 Prints "PORT <n>" on its first line. Listens on 127.0.0.1 only (or $TESTORIGIN_HOST). Exits when stdin closes.
 """
@@ -44,6 +45,7 @@ ABORTED = {}
 ORDER = []
 ANSWERED = {}
 NOT_MODIFIED = {}
+PEERS = set()  # the client addresses (connections) counted requests came on
 PROXIED = []  # absolute-form request targets (thumbd's upstream.proxy pointed here)  # path -> how many conditional requests were answered 304
 GATES = {}
 
@@ -155,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 body = json.dumps({"requests": REQUESTS, "aborted": ABORTED, "order": ORDER,
                                    "answered": ANSWERED, "notModified": NOT_MODIFIED,
-                                   "proxied": PROXIED}).encode()
+                                   "proxied": PROXIED, "connections": len(PEERS)}).encode()
             return self.send(200, body, "application/json")
         if path.startswith("/__release/"):
             gate(path[len("/__release/"):]).set()
@@ -164,6 +166,7 @@ class Handler(BaseHTTPRequestHandler):
             count(REQUESTS, path)
             with LOCK:
                 ORDER.append(path)
+                PEERS.add(self.client_address)
                 if self.path.startswith("http://"):  # absolute form: we were asked as a proxy
                     PROXIED.append(self.path)
         extra = [("Cache-Control", q["cc"])] if "cc" in q else []

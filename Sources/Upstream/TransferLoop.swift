@@ -71,7 +71,8 @@ public final class TransferLoop: Sendable {
     public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.fetch")) {
         _ = Curl.initialized
         self.configuration = configuration
-        self.multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost)
+        self.multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                                 keptConnections: configuration.maxConcurrent)
         let state = LoopState(multi: multi, configuration: configuration, logger: logger)
         let thread = Thread { [self] in
             ThreadName.set("thumbd-fetch")
@@ -194,7 +195,7 @@ private final class MultiHandle: @unchecked Sendable {
     private var readyBits = [Int32](repeating: 0, count: 128)
     private var closed = false
 
-    init(maxConnectionsPerHost: Int) {
+    init(maxConnectionsPerHost: Int, keptConnections: Int) {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         handle = multi
         epoll = thumbd_curl_epoll_create()
@@ -205,6 +206,13 @@ private final class MultiHandle: @unchecked Sendable {
         // HTTP/2 origins: many transfers over one connection.
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
+        // Connections kept open for reuse when idle. curl's default is four per transfer
+        // still running, so a burst's connections are closed as its last transfers end and
+        // the next burst connects (and shakes hands over TLS) all over again: a grid, a
+        // pause, the next grid. As many as can run at once (nginx: `keepalive`); curl
+        // closes one idle for CURLOPT_MAXAGE_CONN (118 s) and retries a request on a kept
+        // connection the origin has closed meanwhile.
+        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, keptConnections)
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         _ = thumbd_curl_multi_setopt_socketfn(multi) { _, socket, what, user, socketPointer in

@@ -57,6 +57,8 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
         package var notModified: [String: Int]
         /// Absolute-form targets: requests that came to this origin as to a proxy.
         package var proxied: [String]
+        /// Client connections that counted requests came on.
+        package var connections: Int
     }
 
     package func stats() async throws -> Stats {

@@ -59,4 +59,24 @@ struct TransferLoopTests {
         #expect(recorder.outcome.withLock { $0.map { result in if case .failure(.cancelled) = result { true } else { false } } } == true)
         #expect(try await eventually { try await origin.aborted("/hang") == 1 })
     }
+
+    @Test("a burst's connections are kept for the next burst, not closed as its last transfers end")
+    func keepsConnections() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let loop = Self.loop()
+        defer { loop.shutdown() }
+        // 20 at once, each held 300 ms: 20 connections. curl's default would keep only four
+        // per transfer still running, closing four of them as the burst ends.
+        for burst in 0..<2 {
+            let done = Mutex(0)
+            for index in 0..<20 {
+                let job = FetchJob(url: origin.url("/img/keep-\(burst)-\(index).jpg?delay=300"), host: "127.0.0.1",
+                                   priority: .normal, onComplete: { _, _ in done.withLock { $0 += 1 } })
+                #expect(loop.submit(job))
+            }
+            #expect(try await eventually { done.withLock { $0 } == 20 })
+            #expect(try await origin.stats().connections == 20)
+        }
+    }
 }
