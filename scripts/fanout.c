@@ -86,8 +86,10 @@ int main(int argc, char **argv) {
             epoll_ctl(ep, EPOLL_CTL_DEL, k->fd, NULL);
             close(k->fd);
             answered++;
-            if (next < count && !start(c, i, targets[next], next)) return 1;
-            if (next < count) next++;
+            if (next < count) {
+                if (!start(c, i, targets[next], next)) return 1;
+                next++;
+            }
         }
     }
     printf("%.3f %zu\n", (now() - begun) * 1000, count - ok);
