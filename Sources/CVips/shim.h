@@ -3,19 +3,129 @@
 #ifndef THUMBD_VIPS_SHIM_H
 #define THUMBD_VIPS_SHIM_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // dladdr and Dl_info
+#endif
+
 #include <vips/vips.h>
 #include <string.h>
 
-/// vips_init once per process, libvips's operation cache off (every variant is made
-/// once and stored; the cache would only hold memory) and `threads` worker threads per
-/// pipeline. Returns 0 on success.
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/// The decoders thumbd calls by name (the Swift side's SourceFormat); no other loader runs.
+enum { THUMBD_LOAD_JPEG = 0, THUMBD_LOAD_PNG = 1, THUMBD_LOAD_GIF = 2, THUMBD_LOAD_WEBP = 3, THUMBD_LOAD_HEIF = 4,
+       THUMBD_LOAD_TIFF = 5 };
+
+static const char *const thumbd_vips_loader_names[] = {
+    "jpegload_buffer", "pngload_buffer", "gifload_buffer", "webpload_buffer", "heifload_buffer", "tiffload_buffer",
+};
+
+/// libvips loads every module in `<VIPSHOME>/<libdir's name>/vips-modules-X.Y` at vips_init,
+/// and Debian's ImageMagick, JPEG XL, poppler and OpenSlide modules map their libraries into
+/// the process then. Before vips_init, VIPSHOME points at a private directory holding a link
+/// to the HEIF module alone (AVIF); it is removed again once libvips has loaded it.
+static inline void thumbd_vips_overlay(char *home, size_t size, char *linkpath, size_t linksize, char *moddir,
+                                       size_t modsize) {
+    home[0] = linkpath[0] = moddir[0] = 0;
+    Dl_info info;
+    if (dladdr((void *)vips_init, &info) == 0 || info.dli_fname == NULL) return;
+    char real[4096];
+    if (realpath(info.dli_fname, real) == NULL) return;
+    char *libdir = dirname(real);  // e.g. /usr/lib/x86_64-linux-gnu
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", libdir);
+    const char *leaf = basename(copy);  // x86_64-linux-gnu
+    char source[4096];
+    snprintf(source, sizeof source, "%s/vips-modules-%d.%d/vips-heif.so", libdir, vips_version(0), vips_version(1));
+    snprintf(home, size, "/tmp/thumbd-vips-XXXXXX");
+    if (mkdtemp(home) == NULL) { home[0] = 0; return; }
+    snprintf(moddir, modsize, "%s/%s", home, leaf);
+    mkdir(moddir, 0700);
+    snprintf(moddir, modsize, "%s/%s/vips-modules-%d.%d", home, leaf, vips_version(0), vips_version(1));
+    mkdir(moddir, 0700);
+    snprintf(linkpath, linksize, "%s/vips-heif.so", moddir);
+    if (access(source, R_OK) != 0 || symlink(source, linkpath) != 0) linkpath[0] = 0;
+}
+
+static inline void thumbd_vips_overlay_remove(const char *home, const char *linkpath, const char *moddir) {
+    if (linkpath[0]) unlink(linkpath);
+    if (moddir[0]) {
+        rmdir(moddir);
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", moddir);
+        rmdir(dirname(parent));
+    }
+    if (home[0]) rmdir(home);
+}
+
+/// vips_init once per process with only the modules thumbd uses, libvips's operation cache
+/// off (every variant is made once and stored; the cache would only hold memory), `threads`
+/// worker threads per pipeline, every loader blocked but the ones thumbd calls by name, and
+/// the loaders libvips marks untrusted blocked too. Returns 0 on success.
 static inline int thumbd_vips_start(int threads) {
-    if (vips_init("thumbd") != 0) return -1;
+    char home[4096], linkpath[4096], moddir[4096];
+    thumbd_vips_overlay(home, sizeof home, linkpath, sizeof linkpath, moddir, sizeof moddir);
+    const char *previous = getenv("VIPSHOME");
+    char *saved = previous ? g_strdup(previous) : NULL;
+    if (home[0]) setenv("VIPSHOME", home, 1);
+    int rc = vips_init("thumbd");
+    if (saved) { setenv("VIPSHOME", saved, 1); g_free(saved); } else if (home[0]) unsetenv("VIPSHOME");
+    thumbd_vips_overlay_remove(home, linkpath, moddir);
+    if (rc != 0) return -1;
     vips_cache_set_max(0);
     vips_cache_set_max_mem(0);
     vips_cache_set_max_files(0);
     vips_concurrency_set(threads);
+    vips_block_untrusted_set(TRUE);
+    vips_operation_block_set("VipsForeignLoad", TRUE);
+    for (size_t i = 0; i < sizeof thumbd_vips_loader_names / sizeof thumbd_vips_loader_names[0]; i++) {
+        GType type = vips_type_find("VipsOperation", thumbd_vips_loader_names[i]);
+        if (type != 0) vips_operation_block_set(g_type_name(type), FALSE);
+    }
     return 0;
+}
+
+/// Whether the loader of `format` exists in this libvips (HEIF is a module).
+static inline int thumbd_vips_has_loader(int format) {
+    if (format < 0 || format > THUMBD_LOAD_TIFF) return 0;
+    return vips_type_find("VipsOperation", thumbd_vips_loader_names[format]) != 0;
+}
+
+/// The loader of `format`, called by name: libvips's own sniffing never runs. Sequential
+/// access (rows are read once, top to bottom), the first page only, and a truncated or
+/// corrupt body fails instead of giving grey pixels. `shrink` (2, 4, 8) is libjpeg's own
+/// decode shrink, for JPEG only. Nothing is decoded until the image is evaluated.
+static inline int thumbd_vips_load(int format, const void *buffer, size_t length, int shrink, VipsImage **out) {
+    void *data = (void *)buffer;
+    switch (format) {
+    case THUMBD_LOAD_JPEG:
+        return vips_jpegload_buffer(data, length, out, "shrink", shrink > 1 ? shrink : 1, "access",
+                                    VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
+    case THUMBD_LOAD_PNG:
+        return vips_pngload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                   VIPS_FAIL_ON_TRUNCATED, NULL);
+    case THUMBD_LOAD_GIF:
+        return vips_gifload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                   VIPS_FAIL_ON_TRUNCATED, NULL);
+    case THUMBD_LOAD_WEBP:
+        return vips_webpload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                    VIPS_FAIL_ON_TRUNCATED, NULL);
+    case THUMBD_LOAD_HEIF:
+        if (!thumbd_vips_has_loader(format)) { vips_error("thumbd", "no HEIF loader"); return -1; }
+        return vips_heifload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                    VIPS_FAIL_ON_TRUNCATED, NULL);
+    case THUMBD_LOAD_TIFF:
+        return vips_tiffload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                    VIPS_FAIL_ON_TRUNCATED, NULL);
+    default:
+        vips_error("thumbd", "no loader");
+        return -1;
+    }
 }
 
 typedef struct {
@@ -25,75 +135,42 @@ typedef struct {
     int has_alpha;
     int pages;
     int orientation;
-    char loader[48];
 } thumbd_vips_header;
 
-/// A loader: its name, and its GType for making it without a search.
-typedef struct {
-    const char *name;
-    GType type;
-} thumbd_vips_loader;
-
-/// The loader for `buffer`: libvips's sniffing asks every loader in turn (a fifth of the
-/// header check on a small image), and `vips_operation_new` then finds the loader's class
-/// by walking every operation class by name (as much again), so both answers for the four
-/// common signatures are remembered after libvips first gave them. The loaders' own checks
-/// are these signatures.
-static inline thumbd_vips_loader thumbd_vips_find_loader(const void *buffer, size_t length) {
-    static thumbd_vips_loader known[4];
-    static GMutex lock;
-    const unsigned char *p = (const unsigned char *)buffer;
-    thumbd_vips_loader found = {NULL, 0};
-    int kind = -1;
-    if (length >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF) kind = 0;
-    else if (length >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) kind = 1;
-    else if (length >= 6 && (memcmp(p, "GIF87a", 6) == 0 || memcmp(p, "GIF89a", 6) == 0)) kind = 2;
-    else if (length >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0) kind = 3;
-    if (kind >= 0) {
-        g_mutex_lock(&lock);
-        found = known[kind];
-        g_mutex_unlock(&lock);
-        if (found.name != NULL) return found;
-    }
-    found.name = vips_foreign_find_load_buffer(buffer, length);
-    if (found.name == NULL) return found;
-    found.type = vips_type_find("VipsOperation", found.name);
-    if (found.type == 0) found.name = NULL;
-    if (kind >= 0 && found.name != NULL) {
-        g_mutex_lock(&lock);
-        known[kind] = found;
-        g_mutex_unlock(&lock);
-    }
-    return found;
-}
-
-/// Reads only the header (no pixel is decoded). Returns 0 when libvips knows the format and
-/// the header parses.
-static inline int thumbd_vips_read_header(const void *buffer, size_t length, thumbd_vips_header *out) {
-    thumbd_vips_loader loader = thumbd_vips_find_loader(buffer, length);
-    if (loader.name == NULL) return -1;
-    /* The loader found is made and built directly: vips_image_new_from_buffer would sniff
-       every loader a second time, and vips_call would search for its class by name and
-       hash its arguments for the operation cache, which is off. */
-    VipsOperation *operation = VIPS_OPERATION(g_object_new(loader.type, NULL));
-    VipsBlob *blob = vips_blob_new(NULL, buffer, length);
-    g_object_set(operation, "buffer", blob, "access", VIPS_ACCESS_SEQUENTIAL, NULL);
-    vips_area_unref(VIPS_AREA(blob));
+/// Reads only the header of `buffer` with the loader of `format` (no pixel is decoded).
+static inline int thumbd_vips_read_header(int format, const void *buffer, size_t length, thumbd_vips_header *out) {
     VipsImage *image = NULL;
-    if (vips_object_build(VIPS_OBJECT(operation)) == 0) g_object_get(operation, "out", &image, NULL);
-    vips_object_unref_outputs(VIPS_OBJECT(operation));
-    g_object_unref(operation);
-    if (image == NULL) return -1;
+    if (thumbd_vips_load(format, buffer, length, 1, &image) != 0 || image == NULL) return -1;
     out->width = vips_image_get_width(image);
     out->height = vips_image_get_height(image);
     out->bands = vips_image_get_bands(image);
     out->has_alpha = vips_image_hasalpha(image);
     out->pages = vips_image_get_n_pages(image);
     out->orientation = vips_image_get_orientation(image);
-    memset(out->loader, 0, sizeof(out->loader));
-    strncpy(out->loader, loader.name, sizeof(out->loader) - 1);
     g_object_unref(image);
     return 0;
+}
+
+/// Cuts `width`×`height` at (`left`, `top`) out of `in` (before any resize: a crop is cheap).
+static inline int thumbd_vips_crop(VipsImage *in, int left, int top, int width, int height, VipsImage **out) {
+    return vips_extract_area(in, out, left, top, width, height, NULL);
+}
+
+/// Evaluates `in` into one block of memory (g_malloc'ed, freed with the image returned),
+/// and gives it back as a new image with no metadata at all: what an encoder sees carries
+/// no EXIF, XMP, ICC or comment, however large the source's were.
+static inline int thumbd_vips_materialize(VipsImage *in, VipsImage **out) {
+    size_t size = 0;
+    void *pixels = vips_image_write_to_memory(in, &size);
+    if (pixels == NULL) return -1;
+    VipsImage *bare = vips_image_new_from_memory(pixels, size, vips_image_get_width(in), vips_image_get_height(in),
+                                                 vips_image_get_bands(in), vips_image_get_format(in));
+    if (bare == NULL) { g_free(pixels); return -1; }
+    g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);  // the pixels live as long as the image
+    int rc = vips_copy(bare, out, "interpretation", vips_image_get_bands(in) >= 3 ? VIPS_INTERPRETATION_sRGB
+                                                                                : VIPS_INTERPRETATION_B_W, NULL);
+    g_object_unref(bare);
+    return rc;
 }
 
 /// Takes `thumb` (one reference) and gives it back in sRGB (converted when needed).
@@ -110,31 +187,12 @@ static inline int thumbd_vips_take_srgb(VipsImage *thumb, VipsImage **out) {
     return 0;
 }
 
-/// The thumbnail path: shrink-on-load, EXIF orientation applied, first page only, sRGB.
+/// The resize of an image already loaded (and cropped): EXIF orientation applied, sRGB.
 /// `size` is a VipsSize, `crop` a VipsInteresting (VIPS_INTERESTING_NONE: no crop).
-/// A truncated or corrupt body fails (fail_on=truncated) instead of giving grey pixels.
-static inline int thumbd_vips_thumbnail(const void *buffer, size_t length, int width, int height,
-                                        int size, int crop, VipsImage **out) {
+static inline int thumbd_vips_resize(VipsImage *in, int width, int height, int size, int crop, VipsImage **out) {
     VipsImage *thumb = NULL;
-    if (vips_thumbnail_buffer((void *)buffer, length, &thumb, width, "height", height,
-                              "size", (VipsSize)size, "crop", (VipsInteresting)crop,
-                              "option_string", "fail_on=truncated", NULL) != 0) return -1;
-    return thumbd_vips_take_srgb(thumb, out);
-}
-
-/// The same from a JPEG decoded at 1/`jpeg_shrink` (2, 4 or 8) by libjpeg itself: block
-/// shrink down to just above the target, where libvips's own choice leaves a factor of two
-/// for the final resize (a JPEG decoded at 1/8 instead of 1/4 costs about a third).
-static inline int thumbd_vips_thumbnail_shrunk(const void *buffer, size_t length, int jpeg_shrink, int width,
-                                               int height, int size, int crop, VipsImage **out) {
-    VipsImage *loaded = vips_image_new_from_buffer(buffer, length, "", "shrink", jpeg_shrink,
-                                                   "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
-    if (loaded == NULL) return -1;
-    VipsImage *thumb = NULL;
-    int rc = vips_thumbnail_image(loaded, &thumb, width, "height", height, "size", (VipsSize)size,
-                                  "crop", (VipsInteresting)crop, NULL);
-    g_object_unref(loaded);
-    if (rc != 0) return -1;
+    if (vips_thumbnail_image(in, &thumb, width, "height", height, "size", (VipsSize)size,
+                             "crop", (VipsInteresting)crop, NULL) != 0) return -1;
     return thumbd_vips_take_srgb(thumb, out);
 }
 
@@ -165,27 +223,47 @@ static inline int thumbd_vips_stretch(VipsImage *in, int width, int height, Vips
     return vips_resize(in, out, h, "vscale", v, NULL);
 }
 
-/// Kills the evaluation of `image` once it has run `microseconds`: libvips checks the
-/// flag between tiles, and the save then fails.
-typedef struct { gint64 deadline; } thumbd_vips_deadline;
+/// What stops a resize: its deadline (monotonic microseconds) and a cancel flag that another
+/// thread may set at any time. Reference-counted: the Swift owner holds one reference and
+/// every image watched holds one, so whoever lets go last frees it.
+typedef struct {
+    gint64 deadline;
+    gint cancelled;
+} thumbd_vips_control;
+
+static inline thumbd_vips_control *thumbd_vips_control_new(gint64 microseconds) {
+    thumbd_vips_control *control = g_atomic_rc_box_new0(thumbd_vips_control);
+    control->deadline = g_get_monotonic_time() + microseconds;
+    return control;
+}
+
+static inline void thumbd_vips_control_release(thumbd_vips_control *control) { g_atomic_rc_box_release(control); }
+static inline void thumbd_vips_control_cancel(thumbd_vips_control *control) { g_atomic_int_set(&control->cancelled, 1); }
+static inline int thumbd_vips_control_cancelled(thumbd_vips_control *control) {
+    return g_atomic_int_get(&control->cancelled);
+}
+static inline int thumbd_vips_control_expired(thumbd_vips_control *control) {
+    return g_get_monotonic_time() > control->deadline;
+}
 
 static void thumbd_vips_on_eval(VipsImage *image, VipsProgress *progress, void *user) {
     (void)progress;
-    thumbd_vips_deadline *deadline = (thumbd_vips_deadline *)user;
-    if (g_get_monotonic_time() > deadline->deadline) vips_image_set_kill(image, TRUE);
+    thumbd_vips_control *control = (thumbd_vips_control *)user;
+    if (g_atomic_int_get(&control->cancelled) || g_get_monotonic_time() > control->deadline)
+        vips_image_set_kill(image, TRUE);
 }
 
-static void thumbd_vips_free_deadline(void *data, GClosure *closure) {
+static void thumbd_vips_release_control(void *data, GClosure *closure) {
     (void)closure;
-    g_free(data);
+    g_atomic_rc_box_release(data);
 }
 
-static inline void thumbd_vips_set_deadline(VipsImage *image, gint64 microseconds) {
-    thumbd_vips_deadline *deadline = g_new(thumbd_vips_deadline, 1);
-    deadline->deadline = g_get_monotonic_time() + microseconds;
+/// Kills the evaluation of `image` once `control` is past its deadline or cancelled:
+/// libvips checks the flag between tiles, and the evaluation then fails.
+static inline void thumbd_vips_watch(VipsImage *image, thumbd_vips_control *control) {
     vips_image_set_progress(image, TRUE);
-    g_signal_connect_data(image, "eval", G_CALLBACK(thumbd_vips_on_eval), deadline,
-                          thumbd_vips_free_deadline, (GConnectFlags)0);
+    g_signal_connect_data(image, "eval", G_CALLBACK(thumbd_vips_on_eval), g_atomic_rc_box_acquire(control),
+                          thumbd_vips_release_control, (GConnectFlags)0);
 }
 
 enum { THUMBD_JPEG = 0, THUMBD_PNG = 1, THUMBD_WEBP = 2, THUMBD_AVIF = 3 };

@@ -79,7 +79,7 @@ struct ThumbnailTests {
                 for connection in connections { try connection.send("GET", target) }
                 return try connections.map { try $0.read() }
             }
-            #expect(results.allSatisfy { $0.status == 200 })
+            #expect(results.allSatisfy { $0.status == 200 }, "\(Set(results.map { "\($0.status) \($0.text.prefix(120))" }))")
             #expect(Set(results.map(\.body)).count == 1)
             #expect(try await origin.requests("/file/shared.jpg") == 1)
             let stats = try JSONDecoder().decode(StatsView.self, from: Data(try await request(daemon.port, "/stats").body))

@@ -27,7 +27,7 @@ struct ThumbnailerTests {
             #expect((made.width, made.height) == (width, height), "\(fit) \(format)")
             let header = try Self.thumbnailer.header(of: made.body)
             #expect((header.width, header.height) == (width, height))
-            #expect(header.format == format, "\(header.loader)")
+            #expect(header.format == format, "\(header.source)")
             #expect(made.format == format)
         }
     }
@@ -142,8 +142,8 @@ struct ThumbnailerTests {
     @Test("the JPEG decode shrink leaves at least the pixels the fit needs")
     func jpegShrink() {
         func shrink(_ width: Int, _ height: Int, _ w: Int?, _ h: Int?, _ fit: Fit, orientation: Int = 1) -> Int {
-            let source = ImageHeader(width: width, height: height, hasAlpha: false, pages: 1, orientation: orientation, loader: "VipsForeignLoadJpegBuffer")
-            return Thumbnailer.jpegShrink(source, ThumbnailSpec(width: w, height: h, fit: fit, format: .jpeg, quality: 80))
+            let source = ImageHeader(width: width, height: height, hasAlpha: false, pages: 1, orientation: orientation, source: .jpeg)
+            return ThumbnailPlan.jpegShrink(source, ThumbnailSpec(width: w, height: h, fit: fit, format: .jpeg, quality: 80))
         }
         #expect(shrink(4000, 3000, 256, nil, .cover) == 8)  // 4000/256 = 15.6: libvips's own choice would be 4
         #expect(shrink(4000, 3000, 256, 256, .cover) == 8)  // both sides ≥ 256 after 1/8: 500×375

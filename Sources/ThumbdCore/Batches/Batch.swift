@@ -15,7 +15,7 @@ public final class Batch: Sendable {
         let url: String
         var src: String?
         var state: ItemState = .queued
-        var ticket: FetchCoalescer.Ticket?
+        var ticket: FlightTicket?
         var job: FetchJob?
         var observer: UInt64?
         var lastProgress: ContinuousClock.Instant?
@@ -66,9 +66,9 @@ public final class Batch: Sendable {
 
     // MARK: Transitions
 
-    /// The item now waits on a fetch: remember how to leave it and follow its progress.
-    /// A variant's item has no ticket: its resize goes on for the next asker.
-    func attach(_ index: Int, ticket: FetchCoalescer.Ticket?, job: FetchJob?) {
+    /// The item now waits on a flight (a fetch or a resize): remember how to leave it, and
+    /// follow the original's download when one runs.
+    func attach(_ index: Int, ticket: FlightTicket?, job: FetchJob?) {
         let observer = job?.observeProgress { [weak self] progress in self?.progress(index, progress) }
         let orphaned = state.withLock { state -> Bool in
             if state.items[index].isTerminal { return true }  // finished before we got here
@@ -125,8 +125,8 @@ public final class Batch: Sendable {
     }
 
     /// Cancels every item not finished yet. Returns the tickets to leave (outside our lock).
-    func cancel() -> [FetchCoalescer.Ticket] {
-        var tickets: [FetchCoalescer.Ticket] = []
+    func cancel() -> [FlightTicket] {
+        var tickets: [FlightTicket] = []
         var observers: [(FetchJob, UInt64)] = []
         let woken = state.withLock { state -> [EventSubscriber] in
             var woken: [EventSubscriber] = []

@@ -104,7 +104,8 @@ final class BatchRegistry: Sendable {
 
     /// Cancels what is still queued or in flight. A transfer others still wait for goes on.
     func cancel(_ batch: Batch) {
-        for ticket in batch.cancel() { source.leave(ticket) }
+        let lookup = Lookup(source: source, variants: variants)
+        for ticket in batch.cancel() { lookup.leave(ticket) }
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
@@ -163,52 +164,28 @@ final class BatchRegistry: Sendable {
             batch.fail(index, error: error)
             return
         }
-        let key = item.variant?.key(of: destination.url) ?? destination.url
         batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(destination.url) + item.query)
-        let stored = source.cached(key)
-        let now = ObjectSource.now()
-        if let stored, stored.isFresh(at: now) {
-            source.store.recordAccess(key)
-            source.counters.count(.hit)
-            deliver(.success(stored), item, to: batch, index: index, cache: "hit")
-            return
-        }
-        let stale = stored?.status == 200 ? stored : nil
-        if let stale, source.servableStale(stale, at: now) {
-            // Within its grace, as for /thumb: the tile now, one refresh behind it.
-            source.store.recordAccess(key)
-            source.counters.count(.stale)
-            if let variant = item.variant {
-                _ = variants.make(variant, of: destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
-            } else {
-                source.refreshInBackground(destination, stale: stale, requestID: requestID)
-            }
-            deliver(.success(stale), item, to: batch, index: index, cache: "stale")
-            return
-        }
-        let count: @Sendable (FlightOutcome, FlightRole) -> Void = { [self, counters = source.counters] outcome, role in
+        let target: LookupTarget = item.variant.map { .variant($0, of: destination) } ?? .original(destination)
+        let counters = source.counters
+        let lookup = Lookup(source: source, variants: variants)
+        let answer = lookup.request(target, priority: item.priority, requestID: requestID) { [self] outcome, role, _ in
             let result = CacheResult.of(role, try? outcome.get())
             counters.count(result)
             deliver(outcome, item, to: batch, index: index, cache: result.rawValue)
         }
-        if let variant = item.variant {
-            let joined = variants.make(variant, of: destination, priority: item.priority, stale: stale, requestID: requestID,
-                                       waiter: count)
-            if let ready = joined.ready {  // finished a moment ago, still being stored: a hit
-                source.counters.count(.hit)
-                deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
-            } else {
-                // Progress is the original's download, when one runs.
-                batch.attach(index, ticket: nil, job: source.coalescer.job(for: destination.url))
-            }
-            return
-        }
-        let joined = source.fetch(destination, priority: item.priority, stale: stale, requestID: requestID, waiter: count)
-        if let ready = joined.ready {
-            source.counters.count(.hit)
+        switch answer {
+        case .hit(let stored):
+            counters.count(.hit)
+            deliver(.success(stored), item, to: batch, index: index, cache: "hit")
+        case .stale(let stale):
+            // Within its grace, as for /thumb: the tile now, one refresh behind it.
+            counters.count(.stale)
+            deliver(.success(stale), item, to: batch, index: index, cache: "stale")
+        case .ready(let ready, _):  // finished a moment ago, still being stored: a hit
+            counters.count(.hit)
             deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
-        } else {
-            batch.attach(index, ticket: joined.ticket, job: joined.flight)
+        case .waiting(let ticket, let progress):
+            batch.attach(index, ticket: ticket, job: progress)
         }
     }
 
@@ -217,10 +194,12 @@ final class BatchRegistry: Sendable {
         case .success(let object) where object.status != 200:
             batch.fail(index, error: .upstreamStatus(object.status))
         case .success(let object) where item.preview:
-            // A 16-pixel-wide WebP, made on the processing stage (never on a server thread).
-            source.stage.submit { [variants] in
-                batch.succeed(index, object: object, cache: cache, preview: Self.preview(of: object, variants.thumbnailer))
-            }
+            // A 16-pixel-wide WebP, planned on the processing stage and made in the resize
+            // lane like any thumbnail: a tile whose preview cannot be made (refused, queue
+            // full, too slow) is done without one.
+            source.stage.submit { [variants] in Self.preview(of: object, variants) { preview in
+                batch.succeed(index, object: object, cache: cache, preview: preview)
+            } }
         case .success(let object):
             batch.succeed(index, object: object, cache: cache)
         case .failure(let error):
@@ -228,12 +207,26 @@ final class BatchRegistry: Sendable {
         }
     }
 
-    /// A data URI of at most `maxPreviewBytes`, for painting a blurred tile before `src` loads.
-    static func preview(of object: CachedObject, _ thumbnailer: Thumbnailer) -> String? {
+    /// A data URI of at most `maxPreviewBytes`, for painting a blurred tile before `src`
+    /// loads, handed to `done` exactly once (nil when none could be made).
+    static func preview(of object: CachedObject, _ variants: VariantSource, done: @escaping @Sendable (String?) -> Void) {
         let spec = ThumbnailSpec(width: 16, height: nil, fit: .inside, format: .webp, quality: 40)
-        guard let tiny = try? thumbnailer.thumbnail(of: object.body, spec) else { return nil }
-        let uri = "data:image/webp;base64," + Data(tiny.body.array).base64EncodedString()
-        return uri.utf8.count <= maxPreviewBytes ? uri : nil
+        let thumbnailer = variants.thumbnailer
+        guard let plan = try? thumbnailer.plan(thumbnailer.header(of: object.body), spec) else { return done(nil) }
+        let once = Atomic<Bool>(false)
+        let finish: @Sendable (String?) -> Void = { uri in
+            if !once.exchange(true, ordering: .relaxed) { done(uri) }
+        }
+        let task = variants.lane.submit(cost: plan.estimatedBytes, priority: .low) { control in
+            guard let tiny = try? thumbnailer.thumbnail(of: object.body, plan, control: control) else { return finish(nil) }
+            let uri = "data:image/webp;base64," + Data(tiny.body.array).base64EncodedString()
+            finish(uri.utf8.count <= maxPreviewBytes ? uri : nil)
+        } dropped: { _ in
+            finish(nil)
+        } timedOut: {
+            finish(nil)
+        }
+        if task == nil { finish(nil) }
     }
 
     static let maxPreviewBytes = 600

@@ -53,15 +53,8 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
         public let flight: Job?
     }
 
-    private struct Flight {
-        let job: Job
-        let leader: UInt64
-        var waiters: [UInt64: Waiter] = [:]
-        var outcome: Outcome?
-    }
-
     private struct State {
-        var flights: [String: Flight] = [:]
+        var flights: [String: FlightStateMachine<Job>] = [:]
         var nextToken: UInt64 = 0
         /// Threads in `waitUntilIdle`, woken when the last flight ends.
         var idleWaiters: [DispatchSemaphore] = []
@@ -82,59 +75,61 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
         self.abortWhenAbandoned = abortWhenAbandoned
     }
 
-    /// Joins the fetch for `key`, creating it with `makeJob` when none is in flight.
+    /// Joins the flight for `key`, creating it with `makeJob` when none is in flight.
     public func join(key: String, priority: Priority, waiter: @escaping Waiter,
                      makeJob: () -> Job) -> Joined {
-        state.withLock { state in
+        let (joined, raise) = state.withLock { state -> (Joined, Job?) in
             state.nextToken += 1
             let token = state.nextToken
             let ticket = Ticket(key: key, token: token)
-            if var flight = state.flights[key] {
-                if let outcome = flight.outcome {
-                    return Joined(ticket: ticket, role: .finished, job: nil, ready: outcome, flight: nil)
-                }
-                flight.waiters[token] = waiter
-                state.flights[key] = flight
-                flight.job.raisePriority(to: priority)  // a queued fetch takes its highest waiter's priority
-                return Joined(ticket: ticket, role: .follower, job: nil, ready: nil, flight: flight.job)
+            guard var flight = state.flights[key] else {
+                let job = makeJob()
+                state.flights[key] = FlightStateMachine(job: job, leader: token, waiter: waiter)
+                return (Joined(ticket: ticket, role: .leader, job: job, ready: nil, flight: job), nil)
             }
-            let job = makeJob()
-            state.flights[key] = Flight(job: job, leader: token, waiters: [token: waiter])
-            return Joined(ticket: ticket, role: .leader, job: job, ready: nil, flight: job)
+            switch flight.join(token: token, waiter: waiter) {
+            case .answer(let outcome):
+                return (Joined(ticket: ticket, role: .finished, job: nil, ready: outcome, flight: nil), nil)
+            case .wait(let job):
+                state.flights[key] = flight
+                return (Joined(ticket: ticket, role: .follower, job: nil, ready: nil, flight: job), job)
+            }
         }
+        raise?.raisePriority(to: priority)  // a queued fetch takes its highest waiter's priority
+        return joined
     }
 
     /// Removes a waiter that no longer wants the result (its client went away). Returns the
-    /// job to cancel when that was the last waiter and abandoned fetches are aborted.
+    /// job to stop when that was the last waiter and abandoned flights are stopped.
     public func leave(_ ticket: Ticket) -> Job? {
         state.withLock { state -> Job? in
-            guard var flight = state.flights[ticket.key], flight.outcome == nil,
-                  flight.waiters.removeValue(forKey: ticket.token) != nil
-            else { return nil }
-            if flight.waiters.isEmpty && abortWhenAbandoned {
+            guard var flight = state.flights[ticket.key] else { return nil }
+            switch flight.leave(token: ticket.token, abandonable: abortWhenAbandoned) {
+            case .none:
+                return nil
+            case .stay:
+                state.flights[ticket.key] = flight
+                return nil
+            case .abandon:
                 state.remove(ticket.key)
                 return flight.job
             }
-            state.flights[ticket.key] = flight
-            return nil
         }
     }
 
     /// Delivers `outcome` to every waiter of the flight that `job` runs. A job whose flight
-    /// was already abandoned (or replaced) delivers nothing. With `keep`, the flight stays,
-    /// answering newcomers at once, until `release`.
+    /// was already abandoned, answered or replaced delivers nothing. With `keep`, the flight
+    /// stays, answering newcomers at once, until `release`.
     public func complete(key: String, job: Job, with outcome: Outcome, keep: Bool = false) {
         let waiters = state.withLock { state -> [(Waiter, Role)] in
-            guard var flight = state.flights[key], flight.job === job, flight.outcome == nil else { return [] }
-            let waiting = flight.waiters.map { token, waiter in (waiter, token == flight.leader ? Role.leader : .follower) }
-            if keep {
-                flight.outcome = outcome
-                flight.waiters.removeAll()
-                state.flights[key] = flight
-            } else {
-                state.remove(key)
+            guard var flight = state.flights[key], flight.job === job else { return [] }
+            switch flight.complete(with: outcome, keep: keep) {
+            case .none:
+                return []
+            case .answer(let waiters, let remove):
+                if remove { state.remove(key) } else { state.flights[key] = flight }
+                return waiters
             }
-            return waiting
         }
         for (waiter, role) in waiters { waiter(outcome, role) }
     }
@@ -142,7 +137,7 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
     /// Ends a flight kept by `complete(…, keep: true)`.
     public func release(key: String, job: Job) {
         state.withLock { state in
-            if let flight = state.flights[key], flight.job === job { state.remove(key) }
+            if let flight = state.flights[key], flight.job === job, flight.canRelease { state.remove(key) }
         }
     }
 
@@ -168,6 +163,6 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
     }
 
     public func waiterCount(key: String) -> Int {
-        state.withLock { $0.flights[key]?.waiters.count ?? 0 }
+        state.withLock { $0.flights[key]?.waiterCount ?? 0 }
     }
 }

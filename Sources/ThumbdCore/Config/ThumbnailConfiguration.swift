@@ -1,4 +1,5 @@
 public import Configuration
+import Foundation
 import Thumbnailer
 
 /// Resizing with libvips. Keys live under `thumbnails.`.
@@ -11,6 +12,20 @@ public struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.timeLimitSeconds`: one resize's decode and encode; past it libvips's
     /// evaluation is killed and the answer is 503 `resize_timeout`.
     public var timeLimitSeconds = 10.0
+    /// `thumbnails.workers`: resizes that run at once, each on its own thread (the resize
+    /// lane); the cheap work never waits for them. Default: the number of cores.
+    public var workers = ProcessInfo.processInfo.activeProcessorCount
+    /// `thumbnails.maxQueued`: resizes that may wait for a worker; past it 503 `busy` with
+    /// `Retry-After`.
+    public var maxQueued = 64
+    /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
+    /// estimate made from each image's header before it is decoded. A resize waits until its
+    /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
+    public var maxMemoryBytes = 512 << 20
+    /// `thumbnails.maxAVIFPixels`: the largest AVIF thumbnail (libheif's encode is one call
+    /// that cannot be stopped, so its size bounds its time). Larger: `format=auto` encodes
+    /// WebP instead, `format=avif` is refused (422 `resize_too_costly`).
+    public var maxAVIFPixels = 2_500_000
 
     public init() {}
 
@@ -19,6 +34,10 @@ public struct ThumbnailConfiguration: Sendable {
         maxSourcePixels = try r.int("maxSourcePixels", maxSourcePixels)
         maxOutputPixels = try r.int("maxOutputPixels", maxOutputPixels)
         timeLimitSeconds = try r.double("timeLimitSeconds", timeLimitSeconds)
+        workers = try r.int("workers", workers)
+        maxQueued = try r.int("maxQueued", maxQueued)
+        maxMemoryBytes = try r.int("maxMemoryBytes", maxMemoryBytes)
+        maxAVIFPixels = try r.int("maxAVIFPixels", maxAVIFPixels)
         try validate()
     }
 
@@ -26,16 +45,28 @@ public struct ThumbnailConfiguration: Sendable {
         try require(maxSourcePixels >= 1_000_000, "thumbnails.maxSourcePixels", "must be at least 1000000")
         try require(maxOutputPixels >= 64 * 64, "thumbnails.maxOutputPixels", "must be at least 4096")
         try require(timeLimitSeconds > 0, "thumbnails.timeLimitSeconds", "must be positive")
+        try require(workers >= 1, "thumbnails.workers", "must be at least 1")
+        try require(maxQueued >= 0, "thumbnails.maxQueued", "must not be negative")
+        try require(maxMemoryBytes >= 16 << 20, "thumbnails.maxMemoryBytes", "must be at least 16777216 (16 MiB)")
+        try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAVIFPixels", "must be at least 4096")
     }
 
-    /// The thumbnailer's settings. One libvips thread per resize: the processing stage
-    /// already runs one resize per core, and a pipeline's threads would only contend.
+    /// The thumbnailer's settings. One libvips thread per resize: the resize lane already
+    /// runs `workers` resizes at once, and a pipeline's threads would only contend.
     var thumbnailer: Thumbnailer.Configuration {
         var settings = Thumbnailer.Configuration()
         settings.maxSourcePixels = maxSourcePixels
         settings.maxOutputPixels = maxOutputPixels
         settings.timeLimit = .milliseconds(Int(timeLimitSeconds * 1000))
+        settings.maxMemoryBytes = maxMemoryBytes
+        settings.maxAVIFPixels = maxAVIFPixels
         settings.threads = 1
         return settings
+    }
+
+    /// The resize lane's settings.
+    var lane: ResizeLane.Configuration {
+        ResizeLane.Configuration(workers: workers, maxQueued: maxQueued, maxMemoryBytes: maxMemoryBytes,
+                                 timeLimit: .milliseconds(Int(timeLimitSeconds * 1000)))
     }
 }

@@ -30,6 +30,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case unsupportedMediaType = "unsupported_media_type"  // 415: POST /batches without application/json
     case misdirectedRequest = "misdirected_request"  // 421: a Host thumbd is not reached by (DNS rebinding)
     case imageTooLarge = "image_too_large"  // 422: the source has more pixels than thumbnails.maxSourcePixels
+    case resizeTooCostly = "resize_too_costly"  // 422: an intermediate image, the memory or an AVIF encode over its bound (from the header)
+    case resizeRefused = "resize_refused"  // 422: libvips refused to resize this valid image with these parameters
     case cancelled = "cancelled"  // 499: nobody waits any more (internal: never sent)
     case internalError = "internal"  // 500: a bug: the server lost track of a response
     case thumbnailFailed = "thumbnail_failed"  // 500: libvips could not encode the thumbnail
@@ -51,6 +53,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case shuttingDown = "shutting_down"  // 503: the daemon is stopping
     case unhealthy = "unhealthy"  // 503: the cache database cannot be read
     case resizeTimeout = "resize_timeout"  // 503: one resize ran past thumbnails.timeLimitSeconds
+    case busy = "busy"  // 503: thumbnails.maxQueued resizes already wait (Retry-After)
     case upstreamTimeout = "upstream_timeout"  // 504: connect, total or low-speed timeout
 
     public var status: Int {
@@ -65,11 +68,11 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
         case .tooManyParameters: 414
         case .notAnImage, .unsupportedMediaType: 415
         case .misdirectedRequest: 421
-        case .imageTooLarge: 422
+        case .imageTooLarge, .resizeTooCostly, .resizeRefused: 422
         case .cancelled: 499
         case .internalError, .listenFailed, .thumbnailFailed: 500
         case .upstreamStatus, .upstreamUnreachable, .upstreamUnresolvable, .upstreamTruncated, .upstreamTooLarge, .upstreamBadFraming, .upstreamBadResponse, .tooManyRedirects, .badRedirect, .upstreamFailed: 502
-        case .queueFull, .tooManyBatches, .tooManyConnections, .storeUnavailable, .shuttingDown, .unhealthy, .resizeTimeout: 503
+        case .queueFull, .tooManyBatches, .tooManyConnections, .storeUnavailable, .shuttingDown, .unhealthy, .resizeTimeout, .busy: 503
         case .upstreamTimeout: 504
         }
     }

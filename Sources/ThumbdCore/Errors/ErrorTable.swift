@@ -45,7 +45,10 @@ extension ThumbdError {
 
     public init(_ error: ThumbnailerError) {
         switch error {
-        case .notAnImage: self = .notAnImage
+        case .notAnImage, .unsupportedFormat: self = .notAnImage
+        case .tooCostly(let reason): self.init(.resizeTooCostly, reason)
+        case .resizeRefused: self.init(.resizeRefused, "libvips refused to resize this image with these parameters")
+        case .cancelled: self = .cancelled
         case .tooManyPixels(let width, let height, let limit):
             self.init(.imageTooLarge, "the image is \(width)×\(height) pixels; thumbnails are made of at most \(limit)")
         case .outputTooLarge(let width, let height, let limit):

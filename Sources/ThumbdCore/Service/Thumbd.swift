@@ -107,7 +107,8 @@ public final class Thumbd: Service, Sendable {
         let metrics = DaemonMetrics()
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
-        let variants = VariantSource(source: source, thumbnailer: thumbnailer, logger: logger)
+        let lane = ResizeLane(configuration: configuration.thumbnails.lane)
+        let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane, logger: logger)
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)
@@ -208,7 +209,8 @@ public final class Thumbd: Service, Sendable {
     /// 1. stop accepting: new connections and new suspensions get 503 `shutting_down`;
     /// 2. answer or refuse the waiters: fetches in flight get `server.shutdownGraceSeconds` to
     ///    finish, then the transfer loops abort the rest and exit (their waiters get 503);
-    /// 3. drain the processing stage (the last completions answer their waiters);
+    /// 3. drain the processing stage (the last completions answer their waiters), stop the
+    ///    resize lane (queued resizes answered 503, running ones stopped) and drain again;
     /// 4. close the event streams (each ends after the events it has not read yet);
     /// 5. stop the server once every answer is out, then the event delivery lanes;
     /// 6. checkpoint and close SQLite.
@@ -221,6 +223,9 @@ public final class Thumbd: Service, Sendable {
         parts.server.stopAccepting()
         _ = parts.coalescer.waitUntilIdle(timeout: .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000)))
         parts.loop.shutdown()
+        parts.stage.drain()
+        // Queued resizes are answered 503, running ones stopped; their answers go out below.
+        parts.variants.lane.stop()
         parts.stage.drain()
         parts.batches.closeStreams()
         if !parts.server.waitUntilIdle(timeout: .seconds(5)) {

@@ -3,8 +3,8 @@ import Foundation
 import HTTPServer
 import Upstream
 
-/// `GET|HEAD /thumb?url=…`: parse → destination policy → cache lookup → (miss) join or
-/// start the one fetch for this key → answer every waiter from its outcome.
+/// `GET|HEAD /thumb?url=…`: parse → destination policy → `Lookup` (hit, stale, or the one
+/// fetch or resize for this key) → answer every waiter from its outcome.
 struct ThumbHandler: Sendable {
     let source: ObjectSource
     let variants: VariantSource
@@ -28,72 +28,36 @@ struct ThumbHandler: Sendable {
         } catch {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
         }
-        if let variant = thumb.variant {
-            return handle(variant, of: thumb, placeholder: placeholder, requestID: requestID, context: context)
+        let target: LookupTarget = thumb.variant.map { .variant($0, of: thumb.destination) } ?? .original(thumb.destination)
+        // format=auto: the answer depends on Accept, and caches in front must know it.
+        let vary = thumb.variant?.varyOnAccept ?? false
+        let counters = source.counters
+        let ifNoneMatch = thumb.ifNoneMatch
+        let lookup = Lookup(source: source, variants: variants)
+        let answer = lookup.request(target, priority: thumb.priority, requestID: requestID) { outcome, role, stale in
+            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
+                                        counters: counters, vary: vary))
         }
-        let key = thumb.destination.url
-        let stored = source.cached(key)
         let now = ObjectSource.now()
-        if let stored, stored.isFresh(at: now) {
-            source.store.recordAccess(key)
-            source.counters.count(.hit)
+        switch answer {
+        case .hit(let stored):
+            counters.count(.hit)
             if stored.status == 200 {
-                return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now))
+                return .response(Self.image(stored, cache: "hit", ifNoneMatch: ifNoneMatch, now: now, vary: vary))
             }
             return .response(Self.failure(
                 .upstreamStatus(stored.status), cache: "hit", placeholder: placeholder,
                 maxAge: stored.remainingSeconds(at: now)))
-        }
-        let stale = stored?.status == 200 ? stored : nil
-        if let stale, source.servableStale(stale, at: now) {
+        case .stale(let stale):
             // Expired, within its grace: answered at once while one refresh runs behind it.
-            source.store.recordAccess(key)
-            source.refreshInBackground(thumb.destination, stale: stale, requestID: requestID)
-            return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now))
+            return .response(Self.staleAnswer(stale, ifNoneMatch: ifNoneMatch, counters: counters, now: now, vary: vary))
+        case .ready(let ready, let stale):  // finished a moment ago, still being stored: a hit
+            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: ifNoneMatch,
+                                         placeholder: placeholder, counters: counters, vary: vary))
+        case .waiting(let ticket, _):
+            context.onClientGone { lookup.leave(ticket) }
+            return .suspend
         }
-        let joined = source.fetch(thumb.destination, priority: thumb.priority, stale: stale,
-                                  requestID: requestID) { [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
-            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
-                                        counters: counters))
-        }
-        if let ready = joined.ready {  // finished a moment ago, still being stored: a hit
-            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
-                                         placeholder: placeholder, counters: source.counters))
-        }
-        context.onClientGone { [source] in source.leave(joined.ticket) }
-        return .suspend
-    }
-
-    /// A thumbnail: the stored variant, or one resize however many ask (its original
-    /// fetched once, or taken from the cache without touching the network).
-    private func handle(_ variant: Variant, of thumb: ThumbRequest, placeholder: Bool, requestID: String?,
-                        context: RequestContext) -> HandlerResult {
-        let key = variant.key(of: thumb.destination.url)
-        let vary = variant.varyOnAccept
-        let stored = source.cached(key)
-        let now = ObjectSource.now()
-        if let stored, stored.isFresh(at: now) {
-            source.store.recordAccess(key)
-            source.counters.count(.hit)
-            return .response(Self.image(stored, cache: "hit", ifNoneMatch: thumb.ifNoneMatch, now: now, vary: vary))
-        }
-        let stale = stored?.status == 200 ? stored : nil
-        if let stale, source.servableStale(stale, at: now) {
-            source.store.recordAccess(key)
-            _ = variants.make(variant, of: thumb.destination, priority: .normal, stale: stale, requestID: requestID) { _, _ in }
-            return .response(Self.staleAnswer(stale, ifNoneMatch: thumb.ifNoneMatch, counters: source.counters, now: now, vary: vary))
-        }
-        let joined = variants.make(variant, of: thumb.destination, priority: thumb.priority, stale: stale, requestID: requestID) {
-            [ifNoneMatch = thumb.ifNoneMatch, counters = source.counters] outcome, role in
-            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
-                                        counters: counters, vary: vary))
-        }
-        if let ready = joined.ready {
-            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: thumb.ifNoneMatch,
-                                         placeholder: placeholder, counters: source.counters, vary: vary))
-        }
-        context.onClientGone { [variants] in _ = variants.flights.leave(joined.ticket) }
-        return .suspend
     }
 
     /// The response for one waiter, from the outcome every waiter of the flight shares.
@@ -151,12 +115,14 @@ struct ThumbHandler: Sendable {
         if let cache { headers.append(("X-Thumbd-Cache", cache)) }
         headers.append(("Cache-Control", maxAge.map { "public, max-age=\($0)" } ?? "no-store"))
         if placeholder {
+            if error.code == .busy { headers.append(("Retry-After", "1")) }
             headers.append(("Content-Type", Placeholder.contentType))
             headers.append(("X-Thumbd-Error", error.code.rawValue))
             return Response(status: error.status, headers: headers, body: Placeholder.png)
         }
         headers.append(("Content-Type", "application/json"))
         headers.append(("X-Thumbd-Error", error.code.rawValue))
+        if error.code == .busy { headers.append(("Retry-After", "1")) }
         return Response(status: error.status, headers: headers, body: error.jsonBody)
     }
 }

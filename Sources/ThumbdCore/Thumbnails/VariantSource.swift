@@ -6,26 +6,65 @@ import Synchronization
 import Thumbnailer
 import Upstream
 
-/// What a resize flight runs. Resizes are not aborted when their waiters leave (the result
-/// is stored for the next asker), so its priority only documents intent.
+/// What a resize flight runs: the resize's place in the `ResizeLane` once the original is
+/// there, and whether anybody still waits for it. Its waiters leaving (clients and batches)
+/// abandons it: a queued resize is never started, a running one is stopped.
 final class ResizeJob: CoalescedJob {
-    func raisePriority(to priority: Priority) {}
+    private struct State {
+        var priority: Priority
+        var abandoned = false
+        var task: ResizeLane.Task?
+    }
+
+    private let state: Mutex<State>
+
+    init(priority: Priority) {
+        state = Mutex(State(priority: priority))
+    }
+
+    func raisePriority(to priority: Priority) {
+        state.withLock { $0.priority = max($0.priority, priority) }
+    }
+
+    var priority: Priority { state.withLock { $0.priority } }
+
+    /// The last waiter left.
+    func abandon() {
+        state.withLock { state -> ResizeLane.Task? in
+            state.abandoned = true
+            return state.task
+        }?.cancel()
+    }
+
+    var isAbandoned: Bool { state.withLock { $0.abandoned } }
+
+    /// The lane took the resize; if the flight was abandoned meanwhile, it is cancelled now.
+    func attach(_ task: ResizeLane.Task) {
+        let abandoned = state.withLock { state -> Bool in
+            state.task = task
+            return state.abandoned
+        }
+        if abandoned { task.cancel() }
+    }
 }
 
-/// Where a variant comes from: the store, or one resize per variant key however many ask.
-/// The original is taken from the store when fresh, else fetched through `ObjectSource`
-/// (coalesced with every other asker of that original); the resize runs on the processing
-/// stage, and its waiters are coalesced like the waiters of a fetch.
+/// Where a variant comes from once the lookup missed: one resize flight per variant key,
+/// however many ask. The original is taken from the store when fresh, else fetched through
+/// `ObjectSource` (coalesced with every other asker of that original). The cheap part (the
+/// header read and the plan, which refuses what cannot be bounded) runs on the processing
+/// stage; the resize itself runs in the `ResizeLane`.
 final class VariantSource: Sendable {
     let source: ObjectSource
     let thumbnailer: Thumbnailer
-    let flights = Coalescer<ResizeJob>(abortWhenAbandoned: false)
+    let lane: ResizeLane
+    let flights = Coalescer<ResizeJob>(abortWhenAbandoned: true)
     private let resizeCount = Atomic<Int>(0)
     private let logger: Logger
 
-    init(source: ObjectSource, thumbnailer: Thumbnailer, logger: Logger) {
+    init(source: ObjectSource, thumbnailer: Thumbnailer, lane: ResizeLane, logger: Logger) {
         self.source = source
         self.thumbnailer = thumbnailer
+        self.lane = lane
         self.logger = logger
     }
 
@@ -39,7 +78,7 @@ final class VariantSource: Sendable {
               stale: CachedObject? = nil, requestID: String? = nil,
               waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
-        let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob() }
+        let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob(priority: priority) }
         guard let job = joined.job, joined.ready == nil else { return joined }
         // Re-check: a flight may have committed between the caller's lookup and this join.
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
@@ -70,8 +109,14 @@ final class VariantSource: Sendable {
         return joined
     }
 
+    /// A waiter is gone; the last one abandons the resize.
+    func leave(_ ticket: Coalescer<ResizeJob>.Ticket) {
+        flights.leave(ticket)?.abandon()
+    }
+
     /// On the processing stage: the variant of a current `original`. A stale variant made
-    /// from these very bytes is renewed with the original's lifetime; otherwise it is made.
+    /// from these very bytes is renewed with the original's lifetime; otherwise it is
+    /// planned here and made in the lane.
     private func derive(from original: CachedObject, _ variant: Variant, key: String, stale: CachedObject?, job: ResizeJob,
                         requestID: String?) {
         if let stale, original.status == 200, stale.upstreamETag == original.etag {
@@ -85,23 +130,63 @@ final class VariantSource: Sendable {
             source.store.refresh(renewed) { [flights] _ in flights.release(key: key, job: job) }
             return
         }
-        resize(original, into: variant, key: key, job: job, requestID: requestID)
-    }
-
-    /// On the processing stage: resizes, answers every waiter, then stores the variant. It
-    /// inherits the original's freshness: it expires with it; and it records which bytes it
-    /// was made from (the original's ETag), so that it can be renewed with them.
-    private func resize(_ original: CachedObject, into variant: Variant, key: String, job: ResizeJob, requestID: String?) {
         guard original.status == 200 else {
             flights.complete(key: key, job: job, with: .failure(.upstreamStatus(original.status)))
             return
         }
+        guard !job.isAbandoned else { return }
+        // Cost before work: the header (no pixel decoded) and the plan of every step.
+        let plan: ThumbnailPlan
+        do {
+            plan = try self.plan(variant, of: thumbnailer.header(of: original.body))
+        } catch {
+            flights.complete(key: key, job: job, with: .failure(ThumbdError(error)))
+            return
+        }
+        let task = lane.submit(cost: plan.estimatedBytes, priority: job.priority) { [self] control in
+            resize(original, plan, control: control, key: key, job: job, requestID: requestID)
+        } dropped: { [flights] error in
+            flights.complete(key: key, job: job, with: .failure(error))
+        } timedOut: { [flights, limit = lane.configuration.timeLimit] in
+            flights.complete(key: key, job: job, with: .failure(ThumbdError(ThumbnailerError.timedOut(limit))))
+        }
+        guard let task else {
+            let busy = ThumbdError(.busy, "\(lane.configuration.maxQueued) resizes are already waiting; try again shortly")
+            flights.complete(key: key, job: job, with: .failure(busy))
+            return
+        }
+        job.attach(task)
+    }
+
+    /// The plan of `variant`. An AVIF chosen by `format=auto` that would be too large to
+    /// encode within bounds becomes WebP (the key stays `auto-avif`, the answer says
+    /// `image/webp`, and every browser that takes AVIF takes WebP); an AVIF asked by name is
+    /// refused (422 `resize_too_costly`).
+    private func plan(_ variant: Variant, of header: ImageHeader) throws(ThumbnailerError) -> ThumbnailPlan {
+        var spec = variant.spec(source: header, avif: thumbnailer.canEncodeAVIF)
+        do {
+            return try thumbnailer.plan(header, spec)
+        } catch .tooCostly(let reason) where spec.format == .avif && variant.varyOnAccept {
+            spec.format = .webp
+            spec.quality = variant.quality ?? Variant.defaultQuality(.webp)
+            do { return try thumbnailer.plan(header, spec) } catch { throw .tooCostly(reason) }
+        }
+    }
+
+    /// In the lane: makes the thumbnail, answers every waiter, then stores the variant. It
+    /// inherits the original's freshness: it expires with it; and it records which bytes it
+    /// was made from (the original's ETag), so that it can be renewed with them.
+    private func resize(_ original: CachedObject, _ plan: ThumbnailPlan, control: ResizeControl, key: String,
+                        job: ResizeJob, requestID: String?) {
         let made: Thumbnail
         do {
-            let header = try thumbnailer.header(of: original.body)
-            made = try thumbnailer.thumbnail(of: original.body, header: header,
-                                             variant.spec(source: header, avif: thumbnailer.canEncodeAVIF))
+            made = try thumbnailer.thumbnail(of: original.body, plan, control: control)
         } catch {
+            if error == .cancelled {
+                // Abandoned (its flight is gone already), or stopped by shutdown (answered so).
+                flights.complete(key: key, job: job, with: .failure(.shuttingDown))
+                return
+            }
             resizeCount.add(1, ordering: .relaxed)
             let refusal = ThumbdError(error)
             if refusal.status >= 500 {

@@ -1,0 +1,217 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Thumbnailer
+import Upstream
+
+/// The lane of expensive work: every resize runs here, and nothing else does, so the cheap
+/// work (sniff, header check, hash, store, answer) on the processing stage never waits
+/// behind one (imgproxy's workers semaphore and bounded queue).
+///
+/// - at most `workers` resizes at once, each on one of the lane's own serial queues;
+/// - at most `maxQueued` waiting: past that `submit` refuses at once (503 `busy`);
+/// - admission by memory: a resize starts only while the estimates of those running plus its
+///   own fit `maxMemoryBytes` (one alone always may: the plan refused any larger);
+/// - the queue is ordered by priority, then the cheaper first, then the older;
+/// - a task whose waiters all left is dropped from the queue, or stopped while it runs
+///   (`ResizeControl.cancel`: libvips stops at its next tile);
+/// - a watchdog answers a running task's waiters 503 once `timeLimit` + `watchdogSlack` has
+///   passed even if libvips has not returned (libheif's AVIF encode is one call it cannot
+///   stop): the task keeps its worker and its memory until it really returns.
+final class ResizeLane: Sendable {
+    struct Configuration: Sendable {
+        var workers = ProcessInfo.processInfo.activeProcessorCount
+        var maxQueued = 64
+        var maxMemoryBytes = 512 << 20
+        var timeLimit: Duration = .seconds(10)
+        /// How long after the time limit the watchdog answers for a resize still running.
+        var watchdogSlack: Duration = .milliseconds(500)
+    }
+
+    /// One resize: its cost, its order, what it runs, and how it is answered when it never
+    /// runs or runs too long. Each of `run`, `dropped` and `timedOut` is the task's owner's
+    /// (the variant source's), which completes the flight; a flight answers once.
+    final class Task: Sendable {
+        let cost: Int
+        let priority: Priority
+        fileprivate let sequence: UInt64
+        let run: @Sendable (ResizeControl) -> Void
+        let dropped: @Sendable (ThumbdError) -> Void
+        let timedOut: @Sendable () -> Void
+        fileprivate let state = Mutex(Phase.queued)
+
+        fileprivate enum Phase {
+            case queued
+            case running(ResizeControl)
+            case cancelled
+            case done
+        }
+
+        init(cost: Int, priority: Priority, sequence: UInt64, run: @escaping @Sendable (ResizeControl) -> Void,
+             dropped: @escaping @Sendable (ThumbdError) -> Void, timedOut: @escaping @Sendable () -> Void) {
+            self.cost = cost
+            self.priority = priority
+            self.sequence = sequence
+            self.run = run
+            self.dropped = dropped
+            self.timedOut = timedOut
+        }
+
+        /// Nobody waits any more: not started if queued, stopped if running.
+        func cancel() {
+            let control = state.withLock { phase -> ResizeControl? in
+                switch phase {
+                case .queued:
+                    phase = .cancelled
+                    return nil
+                case .running(let control):
+                    return control
+                case .cancelled, .done:
+                    return nil
+                }
+            }
+            control?.cancel()
+        }
+
+        fileprivate func start(timeLimit: Duration) -> ResizeControl? {
+            state.withLock { phase in
+                guard case .queued = phase else { return nil }
+                let control = ResizeControl(timeLimit: timeLimit)
+                phase = .running(control)
+                return control
+            }
+        }
+
+        fileprivate var isCancelled: Bool {
+            state.withLock { if case .cancelled = $0 { true } else { false } }
+        }
+
+        fileprivate func finish() { state.withLock { $0 = .done } }
+
+        fileprivate var isRunning: Bool {
+            state.withLock { if case .running = $0 { true } else { false } }
+        }
+
+        fileprivate func orderedBefore(_ other: Task) -> Bool {
+            if priority != other.priority { return priority > other.priority }
+            if cost != other.cost { return cost < other.cost }
+            return sequence < other.sequence
+        }
+    }
+
+    private struct State {
+        var queue: [Task] = []
+        var idleWorkers: [Int]
+        var running = 0
+        var memoryInUse = 0
+        var nextSequence: UInt64 = 0
+        var stopped = false
+        var idle: [DispatchSemaphore] = []
+        var started = 0
+        /// The running tasks, to stop them at shutdown.
+        var runningTasks: [UInt64: Task] = [:]
+    }
+
+    let configuration: Configuration
+    private let workers: [DispatchQueue]
+    private let state: Mutex<State>
+
+    init(configuration: Configuration) {
+        self.configuration = configuration
+        let count = max(1, configuration.workers)
+        workers = (0..<count).map { DispatchQueue(label: "thumbd.resize.\($0)") }
+        state = Mutex(State(idleWorkers: Array((0..<count).reversed())))
+    }
+
+    /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
+    /// caller answers 503), else the task (to cancel it when its waiters leave).
+    func submit(cost: Int, priority: Priority, run: @escaping @Sendable (ResizeControl) -> Void,
+                dropped: @escaping @Sendable (ThumbdError) -> Void, timedOut: @escaping @Sendable () -> Void) -> Task? {
+        let task = state.withLock { state -> Task? in
+            state.queue.removeAll { $0.isCancelled }
+            guard !state.stopped, state.queue.count < configuration.maxQueued else { return nil }
+            state.nextSequence += 1
+            let task = Task(cost: cost, priority: priority, sequence: state.nextSequence, run: run, dropped: dropped,
+                            timedOut: timedOut)
+            let index = state.queue.firstIndex { task.orderedBefore($0) } ?? state.queue.endIndex
+            state.queue.insert(task, at: index)
+            return task
+        }
+        if task != nil { pump() }
+        return task
+    }
+
+    /// Starts what fits: a free worker, and memory within the budget.
+    private func pump() {
+        while let (task, worker) = state.withLock({ state -> (Task, Int)? in
+            state.queue.removeAll { $0.isCancelled }
+            guard !state.idleWorkers.isEmpty else { return nil }
+            let budget = configuration.maxMemoryBytes
+            guard let index = state.queue.firstIndex(where: { state.running == 0 || state.memoryInUse + $0.cost <= budget })
+            else { return nil }
+            let task = state.queue.remove(at: index)
+            state.running += 1
+            state.memoryInUse += task.cost
+            state.started += 1
+            state.runningTasks[task.sequence] = task
+            return (task, state.idleWorkers.removeLast())
+        }) {
+            workers[worker].async { [self] in execute(task, on: worker) }
+        }
+    }
+
+    private func execute(_ task: Task, on worker: Int) {
+        if let control = task.start(timeLimit: configuration.timeLimit) {
+            let watchdog = DispatchWorkItem { [task] in
+                guard task.isRunning else { return }
+                control.cancel()
+                task.timedOut()
+            }
+            let slack = configuration.timeLimit + configuration.watchdogSlack
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(slack / .nanoseconds(1))), execute: watchdog)
+            task.run(control)
+            task.finish()
+            watchdog.cancel()
+        }
+        let wake = state.withLock { state -> [DispatchSemaphore] in
+            state.running -= 1
+            state.memoryInUse -= task.cost
+            state.runningTasks[task.sequence] = nil
+            state.idleWorkers.append(worker)
+            guard state.running == 0, state.queue.isEmpty else { return [] }
+            defer { state.idle.removeAll() }
+            return state.idle
+        }
+        for semaphore in wake { semaphore.signal() }
+        pump()
+    }
+
+    /// Stops taking work: the queued tasks are answered `shutting_down`, the running ones are
+    /// stopped, and this waits (at most the time limit and a second) until they returned.
+    func stop() {
+        let (queued, running, signal) = state.withLock { state -> ([Task], [Task], DispatchSemaphore?) in
+            state.stopped = true
+            let queued = state.queue
+            state.queue.removeAll()
+            guard state.running > 0 else { return (queued, [], nil) }
+            let signal = DispatchSemaphore(value: 0)
+            state.idle.append(signal)
+            return (queued, Array(state.runningTasks.values), signal)
+        }
+        for task in queued where !task.isCancelled { task.dropped(.shuttingDown) }
+        for task in running { task.cancel() }
+        guard let signal else { return }
+        _ = signal.wait(timeout: .now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1))))
+    }
+
+    struct Load: Sendable, Equatable {
+        var running: Int
+        var queued: Int
+        var memoryInUse: Int
+        var started: Int
+    }
+
+    var load: Load {
+        state.withLock { Load(running: $0.running, queued: $0.queue.count, memoryInUse: $0.memoryInUse, started: $0.started) }
+    }
+}
