@@ -90,7 +90,7 @@ public final class CacheStore: Sendable {
             db.close()
             throw error
         }
-        writer = WriterState(db: db, keys: keys)
+        writer = WriterState(db: db, keys: keys, hot: hot)
         reserve = SpaceReserve(databasePath: configuration.path)
         writerQueue.sync { reserve.ensure() }
         try writerQueue.sync {

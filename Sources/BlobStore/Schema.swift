@@ -22,6 +22,9 @@ enum Schema {
         """,
         // Revalidation: how the origin lets the object be served once stale.
         "ALTER TABLE objects ADD COLUMN grace INTEGER NOT NULL DEFAULT 0",
+        // Families: an original's key is its URL, and each variant of it has that URL in
+        // `url`; purging, evicting or replacing the original takes the variants with it.
+        "CREATE INDEX objects_by_url ON objects(url)",
     ]
 
     static func migrate(_ db: Connection) throws {

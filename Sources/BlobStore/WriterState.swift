@@ -7,15 +7,19 @@ final class WriterState: @unchecked Sendable {
     private let db: Connection
     /// The keys with a row, told of every row added or deleted once it has committed.
     let keys: KeyIndex
+    /// The memory layer, told of a family's variants removed once the removal has committed
+    /// (before it, a reader could fill it again from the old rows).
+    private let hot: HotCache
     private(set) var totalBytes: Int64 = 0
     private(set) var objectCount = 0
     private(set) var evictions = 0
     private(set) var isClosed = false
     var flushTimer: (any DispatchSourceTimer)?
 
-    init(db: Connection, keys: KeyIndex) {
+    init(db: Connection, keys: KeyIndex, hot: HotCache) {
         self.db = db
         self.keys = keys
+        self.hot = hot
     }
 
     var statistics: CacheStore.Statistics {
@@ -51,13 +55,21 @@ final class WriterState: @unchecked Sendable {
 
     /// Counters change only once the commit succeeded: a COMMIT that fails (SQLITE_FULL)
     /// rolls the row back, and must not leave the totals claiming it.
+    /// An original whose bytes changed (another ETag) takes its variants with it: they were
+    /// made from the old bytes.
     func insert(_ object: CachedObject, lastAccess: Int64) throws {
-        let replacedSize: Int64? = try db.transaction {
-            let old = try db.cached("SELECT size FROM objects WHERE key = ?")
+        let (replacedSize, dropped): (Int64?, (count: Int, bytes: Int64)) = try db.transaction {
+            let old = try db.cached("SELECT size, etag FROM objects WHERE key = ?")
             try old.bind([.text(object.key)])
-            let replacedSize: Int64? = try old.step() ? old.int64(0) : nil
+            let found = try old.step()
+            let replacedSize: Int64? = found ? old.int64(0) : nil
+            let replacedETag = found ? old.text(1) : nil
             old.reset()
             if replacedSize == nil { db.onCommit { [keys] in keys.added(object.key) } }
+            var dropped = (count: 0, bytes: Int64(0))
+            if object.key == object.url, let replacedETag, replacedETag != object.etag {
+                dropped = try deleteVariants(of: object.url, except: object.etag)
+            }
             try db.cached(
                 """
                 INSERT OR REPLACE INTO objects (key, url, status, content_type, size, etag, upstream_etag,
@@ -72,10 +84,35 @@ final class WriterState: @unchecked Sendable {
                 .integer(object.fetchedAt), .integer(object.expiresAt), .integer(lastAccess), .blob(object.body),
                 .integer(Int64(object.graceSeconds)),
             ])
-            return replacedSize
+            return (replacedSize, dropped)
         }
-        totalBytes += Int64(object.body.count) - (replacedSize ?? 0)
+        totalBytes += Int64(object.body.count) - (replacedSize ?? 0) - dropped.bytes
         if replacedSize == nil { objectCount += 1 }
+        objectCount -= dropped.count
+    }
+
+    /// Deletes the variants of the original at `url` (rows that carry its URL under another
+    /// key), inside the caller's transaction, but those made from the original whose ETag is
+    /// `except` (already the new bytes'); the key index and the memory layer forget them once
+    /// it commits.
+    private func deleteVariants(of url: String, except current: String? = nil) throws -> (count: Int, bytes: Int64) {
+        let keep = current.map(SQLiteValue.text) ?? .null
+        let family = try db.cached("SELECT key, size FROM objects WHERE url = ?1 AND key != ?1 AND upstream_etag IS NOT ?2")
+        try family.bind([.text(url), keep])
+        var victims: [String] = []
+        var bytes: Int64 = 0
+        while try family.step() {
+            victims.append(family.text(0) ?? "")
+            bytes += family.int64(1)
+        }
+        family.reset()
+        guard !victims.isEmpty else { return (0, 0) }
+        try db.cached("DELETE FROM objects WHERE url = ?1 AND key != ?1 AND upstream_etag IS NOT ?2").run([.text(url), keep])
+        db.onCommit { [keys, hot] in
+            keys.removed(victims)
+            hot.remove(victims)
+        }
+        return (victims.count, bytes)
     }
 
     /// A revalidated object: new lifetime and validators, the body untouched (no blob is
@@ -115,24 +152,37 @@ final class WriterState: @unchecked Sendable {
     /// `target` bytes; no more than needed.
     func evict(downTo target: Int64) throws -> [String] {
         var evicted: [String] = []
+        var familyCount = 0
         while totalBytes > target {
             let batch = try db.transaction { () throws -> (keys: [String], bytes: Int64) in
                 let oldest = try db.cached("SELECT rowid, size, key FROM objects ORDER BY last_access LIMIT 64")
-                var victims: [(rowid: Int64, key: String)] = []
-                var freed: Int64 = 0
-                while freed < totalBytes - target, try oldest.step() {
-                    victims.append((oldest.int64(0), oldest.text(2) ?? ""))
-                    freed += oldest.int64(1)
+                var victims: [(rowid: Int64, size: Int64, key: String)] = []
+                var planned: Int64 = 0
+                while planned < totalBytes - target, try oldest.step() {
+                    victims.append((oldest.int64(0), oldest.int64(1), oldest.text(2) ?? ""))
+                    planned += oldest.int64(1)
                 }
                 oldest.reset()
                 let delete = try db.cached("DELETE FROM objects WHERE rowid = ?")
-                for victim in victims { try delete.run([.integer(victim.rowid)]) }
-                db.onCommit { [keys] in keys.removed(victims.map(\.key)) }
-                return (victims.map(\.key), freed)
+                var removed: [String] = []
+                var freed: Int64 = 0
+                for victim in victims {
+                    try delete.run([.integer(victim.rowid)])
+                    guard db.changes > 0 else { continue }  // a variant gone with its original already
+                    removed.append(victim.key)
+                    freed += victim.size
+                    // An original evicted takes its variants (its family goes as one).
+                    let family = try deleteVariants(of: victim.key)
+                    freed += family.bytes
+                    familyCount += family.count
+                }
+                db.onCommit { [keys] in keys.removed(removed) }
+                return (removed, freed)
             }
             if batch.keys.isEmpty { break }
             totalBytes -= batch.bytes
-            objectCount -= batch.keys.count
+            objectCount -= batch.keys.count + familyCount
+            familyCount = 0
             evicted += batch.keys
         }
         evictions += evicted.count
@@ -143,7 +193,9 @@ final class WriterState: @unchecked Sendable {
         let removed: Int = try db.transaction {
             if let key {
                 try db.cached("DELETE FROM objects WHERE key = ?").run([.text(key)])
-                if db.changes > 0 { db.onCommit { [keys] in keys.removed([key]) } }
+                let own = db.changes
+                if own > 0 { db.onCommit { [keys] in keys.removed([key]) } }
+                return own + (try deleteVariants(of: key).count)  // a URL's purge takes its variants
             } else {
                 try db.cached("DELETE FROM objects").run()
                 db.onCommit { [keys] in keys.reset(to: []) }
