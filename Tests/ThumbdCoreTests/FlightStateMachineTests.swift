@@ -1,0 +1,206 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+import Support
+import Thumbnailer
+import Upstream
+import BlobStore
+@testable import ThumbdCore
+
+/// Every transition of one flight, as a value: no lock, no socket, no thread.
+@Suite("FlightStateMachine")
+struct FlightStateMachineTests {
+    final class Job: Sendable {}
+
+    static func object(_ key: String = "k") -> CachedObject {
+        CachedObject(key: key, url: key, status: 200, contentType: "image/png", body: Bytes([1]), etag: "\"e\"", fetchedAt: 0, expiresAt: 1)
+    }
+
+    @Test("join while running waits (and raises the job's priority); join once finished answers at once")
+    func join() {
+        let job = Job()
+        var flight = FlightStateMachine(job: job, leader: 1) { _, _ in }
+        guard case .wait(let raised) = flight.join(token: 2, waiter: { _, _ in }) else { Issue.record("not waiting"); return }
+        #expect(raised === job)
+        #expect(flight.waiterCount == 2)
+        guard case .answer(let waiters, remove: false) = flight.complete(with: .success(Self.object()), keep: true) else {
+            Issue.record("not answered"); return
+        }
+        #expect(waiters.map(\.1).sorted { "\($0)" < "\($1)" } == [.follower, .leader])
+        guard case .answer(.success(let object)) = flight.join(token: 3, waiter: { _, _ in }) else { Issue.record("not ready"); return }
+        #expect(object.key == "k")
+    }
+
+    @Test("leave: the last waiter abandons an abandonable flight; a flight that is not, stays")
+    func leave() {
+        var flight = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
+        _ = flight.join(token: 2, waiter: { _, _ in })
+        #expect(flight.leave(token: 1, abandonable: true) == .stay)
+        #expect(flight.leave(token: 1, abandonable: true) == .none)  // twice is harmless
+        #expect(flight.leave(token: 9, abandonable: true) == .none)  // never a waiter
+        #expect(flight.leave(token: 2, abandonable: true) == .abandon)
+        var kept = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
+        #expect(kept.leave(token: 1, abandonable: false) == .stay)  // runs on for the cache
+        #expect(kept.waiterCount == 0)
+    }
+
+    @Test("complete answers once: a second completion (a late result after the watchdog's) does nothing")
+    func completeOnce() {
+        var flight = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
+        guard case .answer(let first, remove: true) = flight.complete(with: .failure(.shuttingDown), keep: false) else {
+            Issue.record("not answered"); return
+        }
+        #expect(first.count == 1 && first[0].1 == .leader)
+        guard case .none = flight.complete(with: .success(Self.object()), keep: true) else { Issue.record("answered twice"); return }
+        #expect(flight.leave(token: 1, abandonable: true) == .none)  // leaving a finished flight: nothing
+    }
+
+    @Test("release only ends a finished flight")
+    func release() {
+        var flight = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
+        #expect(!flight.canRelease)
+        _ = flight.complete(with: .success(Self.object()), keep: true)
+        #expect(flight.canRelease && flight.isFinished)
+    }
+}
+
+/// The one decision for a key (hit, stale, miss), as a plain function.
+@Suite("LookupDecision")
+struct LookupDecisionTests {
+    static func stored(status: Int = 200, expiresAt: Int64) -> CachedObject {
+        CachedObject(key: "k", url: "k", status: status, contentType: "image/png", body: Bytes([1]), etag: "\"e\"",
+                     fetchedAt: 0, expiresAt: expiresAt)
+    }
+
+    @Test("nothing stored, fresh, negative, stale within grace, expired past grace")
+    func decisions() {
+        func decide(_ object: CachedObject?, servable: Bool = true) -> String {
+            switch LookupDecision.decide(object, now: 100, servableStale: { _ in servable }) {
+            case .hit(let object): "hit \(object.status)"
+            case .stale: "stale"
+            case .miss(let stale): stale == nil ? "miss" : "miss+revalidate"
+            }
+        }
+        #expect(decide(nil) == "miss")
+        #expect(decide(Self.stored(expiresAt: 200)) == "hit 200")
+        #expect(decide(Self.stored(status: 404, expiresAt: 200)) == "hit 404")  // a negative hit
+        #expect(decide(Self.stored(status: 404, expiresAt: 50)) == "miss")  // an expired 404 is not revalidated
+        #expect(decide(Self.stored(expiresAt: 50)) == "stale")
+        #expect(decide(Self.stored(expiresAt: 50), servable: false) == "miss+revalidate")
+    }
+}
+
+/// The resize lane's rules, with tasks that block on a gate: no libvips, no socket.
+@Suite("ResizeLane")
+struct ResizeLaneTests {
+    final class Gate: Sendable {
+        let semaphore = DispatchSemaphore(value: 0)
+        let log = Mutex<[String]>([])
+        func add(_ entry: String) { log.withLock { $0.append(entry) } }
+        var entries: [String] { log.withLock { $0 } }
+    }
+
+    static func lane(workers: Int = 1, queued: Int = 8, memory: Int = 100, limit: Duration = .seconds(10)) -> ResizeLane {
+        ResizeLane(configuration: .init(workers: workers, maxQueued: queued, maxMemoryBytes: memory, timeLimit: limit,
+                                        watchdogSlack: .milliseconds(100)))
+    }
+
+    static func wait(until condition: () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    @Test("at most `workers` run; the queue is bounded (then nil: 503 busy); priority, then the cheaper, go first")
+    func boundsAndOrder() async throws {
+        let lane = Self.lane(workers: 1, queued: 3)
+        let gate = Gate()
+        func submit(_ name: String, cost: Int, _ priority: Priority = .normal) -> ResizeLane.Task? {
+            lane.submit(cost: cost, priority: priority) { _ in
+                gate.add(name)
+                gate.semaphore.wait()
+            } dropped: { _ in gate.add("dropped \(name)") } timedOut: { gate.add("timeout \(name)") }
+        }
+        #expect(submit("first", cost: 10) != nil)
+        try await Self.wait { lane.load.running == 1 }
+        #expect(submit("expensive", cost: 50) != nil)
+        #expect(submit("cheap", cost: 5) != nil)
+        #expect(submit("urgent", cost: 90, .high) != nil)
+        #expect(submit("one too many", cost: 1) == nil)  // 3 queued already
+        #expect(lane.load == .init(running: 1, queued: 3, memoryInUse: 10, started: 1))
+        for _ in 0..<4 { gate.semaphore.signal() }
+        try await Self.wait { lane.load.started == 4 && lane.load.running == 0 }
+        #expect(gate.entries == ["first", "urgent", "cheap", "expensive"])
+    }
+
+    @Test("admission by memory: two that do not fit the budget together run one after the other")
+    func memory() async throws {
+        let lane = Self.lane(workers: 2, memory: 100)
+        let gate = Gate()
+        let running = Atomic<Int>(0)
+        let most = Atomic<Int>(0)
+        for name in ["a", "b"] {
+            _ = lane.submit(cost: 60, priority: .normal) { _ in
+                let now = running.add(1, ordering: .relaxed).newValue
+                _ = most.max(now, ordering: .relaxed)
+                gate.add(name)
+                gate.semaphore.wait()
+                running.subtract(1, ordering: .relaxed)
+            } dropped: { _ in } timedOut: {}
+        }
+        try await Self.wait { gate.entries.count == 1 }
+        #expect(lane.load.running == 1 && lane.load.queued == 1)  // a worker is free, the memory is not
+        gate.semaphore.signal()
+        try await Self.wait { gate.entries.count == 2 }
+        gate.semaphore.signal()
+        try await Self.wait { lane.load.running == 0 }
+        #expect(most.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("a cancelled queued task never runs; a cancelled running one sees its control cancelled")
+    func cancel() async throws {
+        let lane = Self.lane(workers: 1)
+        let gate = Gate()
+        let seen = Mutex<ResizeControl?>(nil)
+        let running = lane.submit(cost: 1, priority: .normal) { control in
+            seen.withLock { $0 = control }
+            gate.add("running")
+            while !control.isCancelled { usleep(1_000) }
+            gate.add("stopped")
+        } dropped: { _ in } timedOut: {}
+        let queued = lane.submit(cost: 1, priority: .normal) { _ in gate.add("never") } dropped: { _ in } timedOut: {}
+        try await Self.wait { gate.entries == ["running"] }
+        queued?.cancel()
+        running?.cancel()
+        try await Self.wait { lane.load.running == 0 }
+        #expect(gate.entries == ["running", "stopped"])
+        #expect(seen.withLock { $0?.isCancelled } == true)
+    }
+
+    @Test("the watchdog answers a task that does not return in time, which keeps its worker until it does")
+    func watchdog() async throws {
+        let lane = Self.lane(workers: 1, limit: .milliseconds(100))
+        let gate = Gate()
+        _ = lane.submit(cost: 1, priority: .normal) { _ in
+            gate.semaphore.wait()  // one call libvips cannot stop
+        } dropped: { _ in } timedOut: { gate.add("timed out") }
+        try await Self.wait { gate.entries == ["timed out"] }
+        #expect(lane.load.running == 1)
+        gate.semaphore.signal()
+        try await Self.wait { lane.load.running == 0 }
+    }
+
+    @Test("stop answers the queued tasks shutting_down and refuses new ones")
+    func stop() async throws {
+        let lane = Self.lane(workers: 1, limit: .milliseconds(200))
+        let gate = Gate()
+        _ = lane.submit(cost: 1, priority: .normal) { control in
+            while !control.isCancelled { usleep(1_000) }
+        } dropped: { _ in } timedOut: {}
+        _ = lane.submit(cost: 1, priority: .normal) { _ in gate.add("never") } dropped: { gate.add("dropped \($0.code)") } timedOut: {}
+        try await Self.wait { lane.load.running == 1 }
+        lane.stop()
+        #expect(gate.entries == ["dropped shutting_down"])
+        #expect(lane.load.running == 0)
+        #expect(lane.submit(cost: 1, priority: .normal) { _ in } dropped: { _ in } timedOut: {} == nil)
+    }
+}
