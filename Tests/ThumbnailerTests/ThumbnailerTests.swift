@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Support
 import Testing
@@ -152,6 +153,126 @@ struct ThumbnailerTests {
         #expect(shrink(3000, 4000, 256, nil, .cover, orientation: 6) == 8)  // rotated: 4000 wide once upright
         #expect(shrink(3000, 4000, nil, 1000, .cover, orientation: 6) == 2)
         #expect(shrink(300, 200, 256, nil, .cover) == 1)
+    }
+
+    // MARK: Hostile inputs
+
+    @Test("a 1×20000 PNG asked at 256×256 cover is cropped before it is enlarged: small plan, quick, bounded")
+    func cropBeforeEnlarge() throws {
+        let needle = try Self.photo(1, 20_000, format: .png)
+        let header = try Self.thumbnailer.header(of: needle)
+        let spec = ThumbnailSpec(width: 256, height: 256, format: .jpeg, quality: 80)
+        let plan = try Self.thumbnailer.plan(header, spec)
+        #expect(plan.crop == .init(left: 0, top: 9_999, width: 1, height: 1))
+        #expect(plan.intermediatePixels == 0)
+        #expect(plan.estimatedBytes < 8 << 20, "\(plan.estimatedBytes)")
+        let started = ContinuousClock.now
+        let made = try Self.thumbnailer.thumbnail(of: needle, spec)
+        #expect((made.width, made.height) == (256, 256))
+        #expect(ContinuousClock.now - started < .seconds(2))
+        // attention must scale the whole needle first: refused from the header.
+        #expect(throws: ThumbnailerError.self) {
+            try Self.thumbnailer.plan(header, ThumbnailSpec(width: 256, height: 256, gravity: .attention, format: .jpeg, quality: 80))
+        }
+        do {
+            _ = try Self.thumbnailer.plan(header, ThumbnailSpec(width: 256, height: 256, gravity: .attention, format: .jpeg, quality: 80))
+        } catch {
+            guard case .tooCostly = error else { Issue.record("\(error)"); return }
+        }
+    }
+
+    @Test("the crop keeps the centre at the box's aspect, turned with the EXIF orientation; outputs are exact")
+    func cropsAndOrientation() throws {
+        let wide = try Self.photo(1200, 400)
+        let plan = try Self.thumbnailer.plan(try Self.thumbnailer.header(of: wide), ThumbnailSpec(width: 100, height: 100, format: .jpeg, quality: 80))
+        #expect(plan.cropAspect.map { [$0.width, $0.height] } == [100, 100])
+        let turned = try Self.photo(400, 200, orientation: 6)  // 200×400 once upright
+        for (w, h) in [(100, 50), (50, 100), (64, 64)] {
+            let made = try Self.thumbnailer.thumbnail(of: turned, ThumbnailSpec(width: w, height: h, format: .png, quality: 80))
+            #expect((made.width, made.height) == (w, h))
+        }
+        #expect(ThumbnailPlan.centreCrop(of: (10, 10), aspect: (1, 1)) == nil)
+        #expect(ThumbnailPlan.centreCrop(of: (1, 20_000), aspect: (8192, 1953)) == .init(left: 0, top: 9_999, width: 1, height: 1))
+    }
+
+    @Test("decoders thumbd chooses: BMP, ICO, JPEG XL, SVG and `BM…<svg` never reach a loader; ImageMagick is never mapped")
+    func chosenDecoders() throws {
+        let refused: [[UInt8]] = [
+            TestImages.bmpHeaderOnly(width: 10_000, height: 10_000),
+            TestImages.bmThenSVG,
+            [0, 0, 1, 0, 1, 0, 16, 16] + [UInt8](repeating: 0, count: 40),  // ICO
+            [0xFF, 0x0A] + [UInt8](repeating: 0, count: 40),  // JPEG XL codestream
+            Array("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8),
+            Array("%PDF-1.4\n".utf8),
+        ]
+        for body in refused {
+            #expect(SourceFormat.sniff(Bytes(body)) == nil)
+            #expect(throws: ThumbnailerError.unsupportedFormat) { try Self.thumbnailer.header(of: Bytes(body)) }
+        }
+        // Every format thumbd takes still reads (GIF, and the loaders of what it encodes).
+        _ = try Self.thumbnailer.header(of: Bytes(Self.twoFrameGIF))
+        for format in ImageFormat.allCases where format != .avif || Self.thumbnailer.canEncodeAVIF {
+            let image = try Self.thumbnailer.testImage(width: 32, height: 16, format: format)
+            #expect(try Self.thumbnailer.header(of: image).width == 32)
+        }
+        #expect(TestImages.mappedLibraries(matching: ["Magick", "libjxl", "poppler", "openslide"]) == [])
+    }
+
+    @Test("a resize cancelled while it runs stops at its next tile")
+    func cancelled() throws {
+        let source = try Self.photo(6000, 6000, format: .png)
+        let control = ResizeControl(timeLimit: .seconds(30))
+        let plan = try Self.thumbnailer.plan(try Self.thumbnailer.header(of: source), ThumbnailSpec(width: 3000, height: 3000, format: .png, quality: 80))
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { control.cancel() }
+        let started = ContinuousClock.now
+        #expect(throws: ThumbnailerError.cancelled) { try Self.thumbnailer.thumbnail(of: source, plan, control: control) }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        let early = ResizeControl(timeLimit: .seconds(30))
+        early.cancel()
+        #expect(throws: ThumbnailerError.cancelled) { try Self.thumbnailer.thumbnail(of: source, plan, control: early) }
+    }
+
+    @Test("a WebP whose EXIF is 15 MB becomes a WebP thumbnail without it")
+    func bigEXIF() throws {
+        let simple = try Self.photo(64, 48, format: .webp)
+        let heavy = Bytes(TestImages.webpWithEXIF(simple.array, width: 64, height: 48, exifBytes: 15 << 20))
+        #expect(try Self.thumbnailer.header(of: heavy).width == 64)
+        let made = try Self.thumbnailer.thumbnail(of: heavy, ThumbnailSpec(width: 32, height: nil, format: .webp, quality: 80))
+        #expect(made.format == .webp && made.width == 32)
+        #expect(made.body.count < 10_000)
+    }
+
+    @Test("failures are named by their step, the same whatever failed before")
+    func errorsByStep() throws {
+        let whole = try Self.photo(800, 600)
+        let truncated = Bytes(Array(whole.array.prefix(whole.count / 2)))
+        let spec = ThumbnailSpec(width: 64, height: 64, format: .jpeg, quality: 80)
+        func outcome(_ body: Bytes) -> String {
+            do {
+                _ = try Self.thumbnailer.thumbnail(of: body, spec)
+                return "ok"
+            } catch {
+                return switch error {
+                case .notAnImage: "notAnImage"
+                case .unsupportedFormat: "unsupported"
+                default: "\(error)"
+                }
+            }
+        }
+        let garbage = Bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0x41, count: 500))
+        for _ in 0..<3 {
+            #expect(outcome(truncated) == "notAnImage")
+            #expect(outcome(garbage) == "notAnImage")
+            #expect(outcome(Bytes(TestImages.bmThenSVG)) == "unsupported")
+            #expect(outcome(whole) == "ok")
+        }
+        // AVIF above its bound is refused from the plan (its encode cannot be stopped).
+        var settings = Thumbnailer.Configuration()
+        settings.maxAVIFPixels = 10_000
+        let bounded = try Thumbnailer(configuration: settings)
+        #expect(throws: ThumbnailerError.self) {
+            try bounded.plan(try bounded.header(of: whole), ThumbnailSpec(width: 200, height: 200, format: .avif, quality: 50))
+        }
     }
 
     // MARK: Hand-made inputs
