@@ -76,6 +76,10 @@ public final class Thumbd: Service, Sendable {
     /// Thumbnails made (resizes run) since start.
     public var thumbnailsMade: Int { parts.variants.resizes }
 
+    /// Resizes the lane has started since start, and those running now.
+    public var resizesStarted: Int { parts.variants.lane.load.started }
+    public var resizesRunning: Int { parts.variants.lane.load.running }
+
     /// The port of `/metrics`'s own listener (`metrics.listen`), if there is one.
     public var metricsPort: UInt16? { parts.metricsServer?.port }
 

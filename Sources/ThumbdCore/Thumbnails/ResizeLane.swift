@@ -129,7 +129,8 @@ final class ResizeLane: Sendable {
                 dropped: @escaping @Sendable (ThumbdError) -> Void, timedOut: @escaping @Sendable () -> Void) -> Task? {
         let task = state.withLock { state -> Task? in
             state.queue.removeAll { $0.isCancelled }
-            guard !state.stopped, state.queue.count < configuration.maxQueued else { return nil }
+            // maxQueued counts those that wait: a free worker takes one more at once.
+            guard !state.stopped, state.queue.count < configuration.maxQueued + state.idleWorkers.count else { return nil }
             state.nextSequence += 1
             let task = Task(cost: cost, priority: priority, sequence: state.nextSequence, run: run, dropped: dropped,
                             timedOut: timedOut)

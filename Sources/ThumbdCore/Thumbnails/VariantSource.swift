@@ -199,6 +199,9 @@ final class VariantSource: Sendable {
         }
         resizeCount.add(1, ordering: .relaxed)
         source.metrics.thumbnailMade()
+        // Made after its waiters were answered 503 (the watchdog), or stopped by shutdown:
+        // dropped, not stored (the store may be closing).
+        guard !control.isCancelled else { return }
         let object = CachedObject(
             key: key, url: original.url, status: 200, contentType: made.format.mimeType, body: made.body,
             etag: ObjectSource.etag(of: made.body), upstreamETag: original.etag, lastModified: original.lastModified,

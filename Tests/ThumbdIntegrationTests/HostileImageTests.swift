@@ -1,0 +1,160 @@
+import Foundation
+import Support
+import Testing
+import ThumbdClient
+import ThumbdTesting
+import Thumbnailer
+
+/// What any web page can ask through `<img src="http://127.0.0.1:8080/thumb?…">`, through
+/// the real daemon and a real origin: each case was a way to hurt thumbd.
+@Suite("Hostile images")
+struct HostileImageTests {
+    static let thumbnailer = try! Thumbnailer()
+
+    @Test("a 1×20000 PNG asked at 256×256 cover: answered at once, not 4 GB and a minute")
+    func needle() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("needle.png", Self.thumbnailer.testImage(width: 1, height: 20_000, format: .png).array)
+            let started = ContinuousClock.now
+            let result = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=256&h=256"))
+            #expect(result.status == 200, "\(result.text.prefix(200))")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            let header = try Self.thumbnailer.header(of: Bytes(result.body))
+            #expect((header.width, header.height) == (256, 256))
+            // The same needle with the parameters that made libvips fail: not "not an image".
+            let odd = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=8192&h=1953"))
+            #expect(odd.status != 415, "\(odd.text.prefix(200))")
+            #expect(odd.status == 200 || odd.status == 422)
+            let attention = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=256&h=256&gravity=attention"))
+            #expect(attention.status == 422 && attention.errorCode == "resize_too_costly", "\(attention.text.prefix(200))")
+            // Answered the same again, whatever failed in between.
+            let again = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=8192&h=1953"))
+            #expect(again.status == odd.status)
+        }
+    }
+
+    @Test("BMP, `BM…<svg` and ICO are refused 415 before any decoder; no ImageMagick is mapped into the process")
+    func chosenDecoders() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("big.bmp", TestImages.bmpHeaderOnly(width: 10_000, height: 10_000) + [UInt8](repeating: 0, count: 4096))
+            try await origin.put("svg.bmp", TestImages.bmThenSVG)
+            try await origin.put("icon.ico", [0, 0, 1, 0, 1, 0, 16, 16] + [UInt8](repeating: 0, count: 64))
+            for name in ["big.bmp", "svg.bmp", "icon.ico"] {
+                for extra in ["", "&w=64"] {
+                    let result = try await request(daemon.port, origin.thumb("/file/\(name)", extra))
+                    #expect(result.status == 415 && result.errorCode == "not_an_image", "\(name)\(extra): \(result.text.prefix(200))")
+                }
+            }
+            #expect(TestImages.mappedLibraries(matching: ["Magick", "libjxl", "poppler", "openslide"]) == [])
+        }
+    }
+
+    @Test("abandoned heavy resizes are stopped, and a small miss asked right after is not kept waiting")
+    func abandoned() async throws {
+        try await withOriginAndDaemon({ $0.thumbnails.workers = 2 }) { origin, daemon in
+            try await origin.put("huge.jpg", Self.thumbnailer.testImage(width: 4000, height: 4000).array)
+            try await origin.put("tiny.png", Self.thumbnailer.testImage(width: 8, height: 8, format: .png).array)
+            #expect(try await request(daemon.port, origin.thumb("/file/huge.jpg")).status == 200)  // the original, cached
+            // Twelve clients ask twelve distinct heavy variants, then leave.
+            let targets = (0..<12).map { origin.thumb("/file/huge.jpg", "&w=\(3900 - $0)&h=3900&format=png") }
+            try await blocking {
+                let connections = try targets.map { target in
+                    let connection = try RawConnection(port: daemon.port)
+                    try connection.send("GET", target)
+                    return connection
+                }
+                Thread.sleep(forTimeInterval: 0.5)
+                for connection in connections { connection.close() }
+            }
+            let started = ContinuousClock.now
+            let small = try await request(daemon.port, origin.thumb("/file/tiny.png"))
+            let smallVariant = try await request(daemon.port, origin.thumb("/file/tiny.png", "&w=4"))
+            let waited = ContinuousClock.now - started
+            #expect(small.status == 200 && smallVariant.status == 200)
+            #expect(waited < .seconds(3), "\(waited)")
+            // Nobody waits: the running ones were stopped, the queued never started.
+            #expect(try await eventually(10) { daemon.thumbd.resizesRunning == 0 })
+            #expect(daemon.thumbd.resizesStarted < 8, "\(daemon.thumbd.resizesStarted) of 12 started")
+            #expect(daemon.thumbd.thumbnailsMade <= 3)  // the small variant, and any that finished first
+        }
+    }
+
+    @Test("a full resize queue answers 503 busy with Retry-After at once")
+    func busy() async throws {
+        try await withOriginAndDaemon({ $0.thumbnails.workers = 1; $0.thumbnails.maxQueued = 0 }) { origin, daemon in
+            try await origin.put("large.jpg", Self.thumbnailer.testImage(width: 3000, height: 3000).array)
+            #expect(try await request(daemon.port, origin.thumb("/file/large.jpg")).status == 200)
+            let first = try await blocking {
+                let connection = try RawConnection(port: daemon.port)
+                try connection.send("GET", origin.thumb("/file/large.jpg", "&w=2900&h=2900&format=png"))
+                return connection
+            }
+            #expect(try await eventually(10) { daemon.thumbd.resizesRunning == 1 })
+            let second = try await request(daemon.port, origin.thumb("/file/large.jpg", "&w=2800&h=2800&format=png"))
+            #expect(second.status == 503 && second.errorCode == "busy", "\(second.text.prefix(200))")
+            #expect(second[header: "Retry-After"] == "1")
+            let answer = try await blocking { try first.read() }
+            #expect(answer.status == 200)
+        }
+    }
+
+    @Test("every phase is under the time limit: an AVIF encode answers by the limit + 1 s")
+    func avifTimeLimit() async throws {
+        guard Self.thumbnailer.canEncodeAVIF else { return }
+        try await withOriginAndDaemon({
+            $0.thumbnails.timeLimitSeconds = 1
+            $0.thumbnails.maxAVIFPixels = 16_000_000
+        }) { origin, daemon in
+            try await origin.put("big.jpg", Self.thumbnailer.testImage(width: 4000, height: 4000).array)
+            #expect(try await request(daemon.port, origin.thumb("/file/big.jpg")).status == 200)
+            let started = ContinuousClock.now
+            let result = try await request(daemon.port, origin.thumb("/file/big.jpg", "&w=4000&h=4000&format=avif"))
+            let took = ContinuousClock.now - started
+            #expect(took < .seconds(2), "\(took)")
+            #expect(result.status == 503 && result.errorCode == "resize_timeout", "\(result.status) \(result.text.prefix(200))")
+        }
+    }
+
+    @Test("format=avif over thumbnails.maxAVIFPixels is refused; format=auto encodes WebP instead")
+    func avifBound() async throws {
+        guard Self.thumbnailer.canEncodeAVIF else { return }
+        try await withOriginAndDaemon({ $0.thumbnails.maxAVIFPixels = 100_000 }) { origin, daemon in
+            try await origin.put("p.jpg", Self.thumbnailer.testImage(width: 1000, height: 1000).array)
+            let named = try await request(daemon.port, origin.thumb("/file/p.jpg", "&w=500&h=500&format=avif"))
+            #expect(named.status == 422 && named.errorCode == "resize_too_costly")
+            let auto = try await request(daemon.port, origin.thumb("/file/p.jpg", "&w=500&h=500&format=auto"),
+                                         headers: ["Accept": "image/avif,image/webp,*/*"])
+            #expect(auto.status == 200 && auto[header: "Content-Type"] == "image/webp")
+            let small = try await request(daemon.port, origin.thumb("/file/p.jpg", "&w=100&h=100&format=auto"),
+                                          headers: ["Accept": "image/avif,image/webp,*/*"])
+            #expect(small[header: "Content-Type"] == "image/avif")
+        }
+    }
+
+    @Test("a WebP with a 15 MB EXIF chunk is thumbnailed as WebP")
+    func bigEXIF() async throws {
+        try await withOriginAndDaemon({ $0.upstream.maxObjectBytes = 32 << 20 }) { origin, daemon in
+            let simple = try Self.thumbnailer.testImage(width: 64, height: 48, format: .webp)
+            try await origin.put("exif.webp", TestImages.webpWithEXIF(simple.array, width: 64, height: 48, exifBytes: 15 << 20))
+            let result = try await request(daemon.port, origin.thumb("/file/exif.webp", "&w=32&format=webp"))
+            #expect(result.status == 200 && result[header: "Content-Type"] == "image/webp", "\(result.text.prefix(200))")
+            #expect(result.body.count < 10_000)
+        }
+    }
+
+    @Test("purging a URL purges its thumbnails: after the origin changed, the next one is made from the new bytes")
+    func purgeFamily() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("changing.jpg", Self.thumbnailer.testImage(width: 400, height: 300).array)
+            let first = try await request(daemon.port, origin.thumb("/file/changing.jpg", "&w=100"))
+            #expect(first.status == 200)
+            try await origin.put("changing.jpg", Self.thumbnailer.testImage(width: 300, height: 600).array)
+            let purge = try await request(daemon.port, "/cache?url=\(origin.url("/file/changing.jpg").queryEncoded)", method: "DELETE")
+            #expect(purge.status == 200 && purge.json["purged"] as? Int == 2, "\(purge.text)")
+            let second = try await request(daemon.port, origin.thumb("/file/changing.jpg", "&w=100"))
+            #expect(second[header: "X-Thumbd-Cache"] == "miss")
+            let header = try Self.thumbnailer.header(of: Bytes(second.body))
+            #expect((header.width, header.height) == (100, 200))
+        }
+    }
+}
