@@ -30,6 +30,27 @@ struct ConfigurationTests {
         #expect(loaded.upstream.threads == defaults.upstream.threads)
         #expect(loaded.upstream.allowPrivateNetworks == defaults.upstream.allowPrivateNetworks)
         #expect(loaded.upstream.allowHosts == defaults.upstream.allowHosts)
+        #expect(loaded.thumbnails.workers == defaults.thumbnails.workers)
+        #expect(loaded.thumbnails.maxQueued == defaults.thumbnails.maxQueued)
+        #expect(loaded.thumbnails.maxMemoryBytes == defaults.thumbnails.maxMemoryBytes)
+        #expect(loaded.thumbnails.maxAVIFPixels == defaults.thumbnails.maxAVIFPixels)
+        #expect(loaded.thumbnails.timeLimitSeconds == defaults.thumbnails.timeLimitSeconds)
+    }
+
+    @Test("the resize lane's settings are read and checked")
+    func thumbnailSettings() async throws {
+        let loaded = try await ThumbdConfiguration.load(file: nil, environment: [
+            "THUMBD_THUMBNAILS_WORKERS": "3", "THUMBD_THUMBNAILS_MAX_QUEUED": "5",
+            "THUMBD_THUMBNAILS_MAX_MEMORY_BYTES": "67108864", "THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "100000",
+        ])
+        #expect(loaded.thumbnails.workers == 3 && loaded.thumbnails.maxQueued == 5)
+        #expect(loaded.thumbnails.maxMemoryBytes == 64 << 20 && loaded.thumbnails.maxAVIFPixels == 100_000)
+        await #expect(throws: (any Error).self) {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_THUMBNAILS_WORKERS": "0"])
+        }
+        await #expect(throws: (any Error).self) {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_THUMBNAILS_MAX_MEMORY_BYTES": "1000"])
+        }
     }
 
     @Test("later sources win")

@@ -107,12 +107,12 @@ struct ResizeLaneTests {
     }
 
     static func wait(until condition: () -> Bool) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<3_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
 
     @Test("at most `workers` run; the queue is bounded (then nil: 503 busy); priority, then the cheaper, go first")
     func boundsAndOrder() async throws {
-        let lane = Self.lane(workers: 1, queued: 3)
+        let lane = Self.lane(workers: 1, queued: 3, limit: .seconds(600))
         let gate = Gate()
         func submit(_ name: String, cost: Int, _ priority: Priority = .normal) -> ResizeLane.Task? {
             lane.submit(cost: cost, priority: priority) { _ in
@@ -134,7 +134,7 @@ struct ResizeLaneTests {
 
     @Test("admission by memory: two that do not fit the budget together run one after the other")
     func memory() async throws {
-        let lane = Self.lane(workers: 2, memory: 100)
+        let lane = Self.lane(workers: 2, memory: 100, limit: .seconds(600))
         let gate = Gate()
         let running = Atomic<Int>(0)
         let most = Atomic<Int>(0)
@@ -158,7 +158,7 @@ struct ResizeLaneTests {
 
     @Test("a cancelled queued task never runs; a cancelled running one sees its control cancelled")
     func cancel() async throws {
-        let lane = Self.lane(workers: 1)
+        let lane = Self.lane(workers: 1, limit: .seconds(600))  // no watchdog here, however slow the machine
         let gate = Gate()
         let seen = Mutex<ResizeControl?>(nil)
         let running = lane.submit(cost: 1, priority: .normal) { control in

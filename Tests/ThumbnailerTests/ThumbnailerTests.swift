@@ -220,10 +220,10 @@ struct ThumbnailerTests {
 
     @Test("a resize cancelled while it runs stops at its next tile")
     func cancelled() throws {
-        let source = try Self.photo(6000, 6000, format: .png)
+        let source = try Self.photo(3000, 3000)
         let control = ResizeControl(timeLimit: .seconds(30))
-        let plan = try Self.thumbnailer.plan(try Self.thumbnailer.header(of: source), ThumbnailSpec(width: 3000, height: 3000, format: .png, quality: 80))
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { control.cancel() }
+        let plan = try Self.thumbnailer.plan(try Self.thumbnailer.header(of: source), ThumbnailSpec(width: 2900, height: 2900, format: .png, quality: 80))
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { control.cancel() }
         let started = ContinuousClock.now
         #expect(throws: ThumbnailerError.cancelled) { try Self.thumbnailer.thumbnail(of: source, plan, control: control) }
         #expect(ContinuousClock.now - started < .seconds(2))

@@ -22,7 +22,7 @@ public struct ThumbnailConfiguration: Sendable {
     /// estimate made from each image's header before it is decoded. A resize waits until its
     /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
     public var maxMemoryBytes = 512 << 20
-    /// `thumbnails.maxAVIFPixels`: the largest AVIF thumbnail (libheif's encode is one call
+    /// `thumbnails.maxAvifPixels`: the largest AVIF thumbnail (libheif's encode is one call
     /// that cannot be stopped, so its size bounds its time). Larger: `format=auto` encodes
     /// WebP instead, `format=avif` is refused (422 `resize_too_costly`).
     public var maxAVIFPixels = 2_500_000
@@ -37,7 +37,7 @@ public struct ThumbnailConfiguration: Sendable {
         workers = try r.int("workers", workers)
         maxQueued = try r.int("maxQueued", maxQueued)
         maxMemoryBytes = try r.int("maxMemoryBytes", maxMemoryBytes)
-        maxAVIFPixels = try r.int("maxAVIFPixels", maxAVIFPixels)
+        maxAVIFPixels = try r.int("maxAvifPixels", maxAVIFPixels)
         try validate()
     }
 
@@ -48,7 +48,7 @@ public struct ThumbnailConfiguration: Sendable {
         try require(workers >= 1, "thumbnails.workers", "must be at least 1")
         try require(maxQueued >= 0, "thumbnails.maxQueued", "must not be negative")
         try require(maxMemoryBytes >= 16 << 20, "thumbnails.maxMemoryBytes", "must be at least 16777216 (16 MiB)")
-        try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAVIFPixels", "must be at least 4096")
+        try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAvifPixels", "must be at least 4096")
     }
 
     /// The thumbnailer's settings. One libvips thread per resize: the resize lane already

@@ -114,6 +114,9 @@ final class ResizeLane: Sendable {
 
     let configuration: Configuration
     private let workers: [DispatchQueue]
+    /// The watchdogs' timers: a queue of the lane's own, so that a busy global queue cannot
+    /// make one late.
+    private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
     private let state: Mutex<State>
 
     init(configuration: Configuration) {
@@ -169,7 +172,7 @@ final class ResizeLane: Sendable {
                 task.timedOut()
             }
             let slack = configuration.timeLimit + configuration.watchdogSlack
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(slack / .nanoseconds(1))), execute: watchdog)
+            watchdogs.asyncAfter(deadline: .now() + .nanoseconds(Int(slack / .nanoseconds(1))), execute: watchdog)
             task.run(control)
             task.finish()
             watchdog.cancel()
