@@ -21,7 +21,7 @@ import urllib.parse
 import pyvips
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Origin, Thumbd, free_port, wait_port, wrk, proc_status, get  # noqa: E402
+from bench import Origin, Thumbd, children, cpu_seconds, free_port, wait_port, wrk, proc_status, get  # noqa: E402
 
 WIDTH = 256
 QUALITY = 80
@@ -67,7 +67,8 @@ class Thumbor:
 
     @property
     def pids(self):
-        return [self.proc.pid]
+        # thumbor --processes N forks N children: they do the work.
+        return [self.proc.pid] + children(self.proc.pid)
 
     def stop(self):
         self.proc.terminate()
@@ -111,6 +112,14 @@ def per_second(port, paths, concurrency=8):
     if bad:
         raise RuntimeError("%d of %d failed: %s" % (len(bad), len(paths), sorted(set(bad))))
     return len(paths) / wall
+
+
+def floor_cpu_ms(data, runs=15):
+    """libvips in this process: CPU milliseconds per thumbnail (the same one as floor_ms)."""
+    start = time.process_time()
+    for _ in range(runs):
+        pyvips.Image.thumbnail_buffer(data, WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
+    return (time.process_time() - start) * 1000 / runs
 
 
 def floor_ms(data, runs=15):
@@ -193,15 +202,26 @@ def main():
             # small images lasted 0.3 s, and moved by 10%), interleaved, medians.
             count = (24 if args.quick else 48) * (4 if name == "small.jpg" else 1)
             rates = {peer.name: [] for peer in [thumbd] + thumbors}
+            cpu = {peer.name: [] for peer in [thumbd] + thumbors}
             for r in range(3):
                 for peer in [thumbd] + thumbors:
                     paths = ([thumbd_path(thumbd, name, "rate-%d-%d" % (r, i)) for i in range(count)] if peer is thumbd
                              else [peer.path(name, "rate-%d-%d" % (r, i)) for i in range(count)])
+                    before = cpu_seconds(peer.pids)
                     rates[peer.name].append(per_second(peer.port, paths))
+                    cpu[peer.name].append((cpu_seconds(peer.pids) - before) * 1000 / count)
             rate = statistics.median(rates[thumbd.name])
             for peer in thumbors:
                 rows.append(("%s, cold thumbnails, 8 at once (median of 3 rounds of %d)" % (label, count), "per second",
                              rate, peer.name, statistics.median(rates[peer.name])))
+            # CPU per thumbnail (fetch, decode, resize, encode, store): the server's processes
+            # over the same rounds; the floor is libvips alone on bytes already in memory.
+            thumbd_cpu = statistics.median(cpu[thumbd.name])
+            for peer in thumbors:
+                rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu, peer.name,
+                             statistics.median(cpu[peer.name])))
+            rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu,
+                         "libvips in-process (floor)", floor_cpu_ms(data, runs)))
             # Hits: a variant beside the original (thumbd), and beside thumbor's result storage.
             seconds = 4 if args.quick else 8
             variant_hits = wrk(thumbd.port, [thumbd_path(thumbd, name, "cached")], seconds, work)[0]

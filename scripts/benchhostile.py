@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""thumbd under the images and requests any web page can send it, in one run.
+
+1. Cheap work under attack: 40 clients ask 40 distinct heavy variants of a cached
+   7070x7070 PNG (the largest legal source) and leave after 2 s; meanwhile and right after,
+   one client asks small-image misses (a new URL each, a 8x8 PNG) and another asks hits
+   (a cached 1200x800 JPEG), one request at a time. Latencies p50/p99 over the 5 s window.
+2. Memory under attack: a fresh daemon, its RSS once warm (baseline), then at once: the
+   1x20000 PNG at 256x256, fifty distinct 7070x7070 PNGs at width 256, and ten 16-MP AVIF
+   variants. Peak RSS (VmHWM, the kernel's own peak) against baseline + 1.5 x
+   thumbnails.maxMemoryBytes. Run with the shipped settings, then with
+   thumbnails.maxAvifPixels raised to 16 MP so that the AVIF encodes do run (a changed
+   setting, said so in its row).
+
+`--before BINARY` runs the same against another build (the previous release) beside it.
+Every daemon runs with its shipped settings, except loopback origins allowed.
+"""
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+
+import pyvips
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import Origin, Thumbd, get, proc_status  # noqa: E402
+
+MAX_MEMORY_BYTES = 512 << 20  # thumbnails.maxMemoryBytes, shipped
+
+
+def images():
+    """The hostile set and the cheap ones, drawn with libvips."""
+    def gradient(width, height):
+        xyz = pyvips.Image.xyz(width, height)
+        red = xyz[0] * (255.0 / width)
+        green = xyz[1] * (255.0 / height)
+        return red.bandjoin([green, (red + green) / 2]).cast("uchar").copy(interpretation="srgb")
+    small = gradient(1200, 800)
+    return {
+        "needle.png": gradient(1, 20000).pngsave_buffer(),
+        "max.png": gradient(7070, 7070).pngsave_buffer(compression=9),
+        "tiny.png": gradient(8, 8).pngsave_buffer(),
+        "small.jpg": small.jpegsave_buffer(Q=85),
+    }
+
+
+def path(daemon, name, tag, extra=""):
+    return "/thumb?url=" + urllib.parse.quote(daemon.origin.url("/file/%s/%s" % (name, tag)), safe="") + extra
+
+
+async def hold_and_leave(port, target, seconds):
+    """Sends one request and hangs up after `seconds` (a client that scrolled away)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % target).encode())
+    await writer.drain()
+    try:
+        await asyncio.wait_for(reader.read(1), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+    writer.close()
+
+
+async def probe(port, make_path, until, results):
+    """One request at a time until `until` (monotonic): its latency in ms and status."""
+    i = 0
+    while time.monotonic() < until:
+        start = time.monotonic()
+        try:
+            status, _ = await get(port, make_path(i))
+        except Exception:
+            status = 0
+        results.append(((time.monotonic() - start) * 1000, status))
+        i += 1
+        await asyncio.sleep(0.02)
+
+
+def pct(values, p):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, int(round(p / 100.0 * (len(values) - 1))))]
+
+
+def under_attack(daemon, run):
+    """Scenario 1 against `daemon`; returns rows."""
+    port = daemon.port
+    asyncio.run(get(port, path(daemon, "max.png", "cached")))  # the big original, cached
+    asyncio.run(get(port, path(daemon, "small.jpg", "hit")))
+    heavy = [path(daemon, "max.png", "cached", "&w=%d&h=%d&format=png" % (4000 - i, 4000 - i)) for i in range(40)]
+
+    async def scene():
+        misses, hits = [], []
+        until = time.monotonic() + 5.0
+        attackers = [asyncio.ensure_future(hold_and_leave(port, target, 2.0)) for target in heavy]
+        await asyncio.sleep(0.2)  # the attack is queued before the first probe
+        await asyncio.gather(
+            probe(port, lambda i: path(daemon, "tiny.png", "miss-%d-%d" % (run, i)), until, misses),
+            probe(port, lambda i: path(daemon, "small.jpg", "hit"), until, hits),
+            *attackers)
+        # Right after the attackers left: one more small miss.
+        start = time.monotonic()
+        status, _ = await get(port, path(daemon, "tiny.png", "after-%d" % run))
+        return misses, hits, ((time.monotonic() - start) * 1000, status)
+    misses, hits, after = asyncio.run(scene())
+    return {
+        "miss p50": pct([m for m, _ in misses], 50), "miss p99": pct([m for m, _ in misses], 99),
+        "misses": len(misses), "miss errors": sum(1 for _, s in misses if s != 200),
+        "hit p50": pct([h for h, _ in hits], 50), "hit p99": pct([h for h, _ in hits], 99),
+        "hits": len(hits), "after": after[0],
+    }
+
+
+def memory(binary, origin, work, name, extra=None):
+    """Scenario 2 on a fresh daemon; returns (baseline MB, peak MB, seconds, statuses)."""
+    daemon = Thumbd(binary, origin, work, name=name, extra=extra)
+    try:
+        port = daemon.port
+        asyncio.run(get(port, path(daemon, "tiny.png", "warm", "&w=4")))
+        time.sleep(0.5)
+        baseline = proc_status(daemon.pids)[1]
+        targets = [path(daemon, "needle.png", "n", "&w=256&h=256")]
+        targets += [path(daemon, "max.png", "m-%d" % i, "&w=256") for i in range(50)]
+        targets += [path(daemon, "max.png", "m-0", "&w=%d&h=%d&format=avif" % (4000 - i, 4000 - i)) for i in range(10)]
+
+        async def all_at_once():
+            return await asyncio.gather(*(get(port, t) for t in targets), return_exceptions=True)
+        start = time.monotonic()
+        results = asyncio.run(all_at_once())
+        took = time.monotonic() - start
+        statuses = {}
+        for result in results:
+            key = result[0] if isinstance(result, tuple) else "error"
+            statuses[key] = statuses.get(key, 0) + 1
+        with open("/proc/%d/status" % daemon.proc.pid) as f:
+            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024.0
+        return baseline, peak, took, statuses
+    finally:
+        daemon.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--thumbd", required=True)
+    parser.add_argument("--before", help="another thumbd build to run beside it (the previous release)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="thumbd-hostile-")
+    files = os.path.join(work, "files")
+    os.makedirs(files)
+    for name, data in images().items():
+        with open(os.path.join(files, name), "wb") as f:
+            f.write(data)
+    os.environ["BENCH_FILES"] = files
+    origin = Origin()
+    builds = [("thumbd", os.path.abspath(args.thumbd))]
+    if args.before:
+        builds.append(("before", os.path.abspath(args.before)))
+    rows = []
+    try:
+        for label, binary in builds:
+            print("benchhostile: %s, cheap work under attack" % label, file=sys.stderr)
+            figures = []
+            for run in range(args.rounds):
+                daemon = Thumbd(binary, origin, work, name="%s-attack-%d" % (label, run))
+                try:
+                    figures.append(under_attack(daemon, run))
+                finally:
+                    daemon.stop()
+            for key in ("miss p50", "miss p99", "hit p50", "hit p99", "after"):
+                unit = "ms" if key != "after" else "ms, a small miss right after they left"
+                rows.append(("40 clients ask distinct heavy variants and leave after 2 s (median of %d)" % args.rounds,
+                             "%s %s" % (key, unit) if key != "after" else unit, label,
+                             statistics.median(f[key] for f in figures)))
+            rows.append(("40 clients ask distinct heavy variants and leave after 2 s (median of %d)" % args.rounds,
+                         "small misses answered / not 200 (all rounds)", label,
+                         "%d / %d" % (sum(f["misses"] for f in figures), sum(f["miss errors"] for f in figures))))
+            for setting, extra in (("shipped settings", None),
+                                   ("thumbnails.maxAvifPixels=16000000 (changed)",
+                                    {"THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "16000000"})):
+                if label == "before" and extra:
+                    continue  # the key does not exist there
+                print("benchhostile: %s, memory, %s" % (label, setting), file=sys.stderr)
+                baseline, peak, took, statuses = memory(binary, origin, work, "%s-mem-%d" % (label, len(rows)), extra)
+                scene = "hostile set at once: 1x20000 PNG at 256, 50 distinct 7070x7070 PNGs, ten 16-MP AVIF; " + setting
+                rows.append((scene, "baseline RSS MB", label, baseline))
+                rows.append((scene, "peak RSS MB (VmHWM)", label, peak))
+                rows.append((scene, "peak - baseline MB (bound: 1.5 x maxMemoryBytes = %d)" % (1.5 * MAX_MEMORY_BYTES / (1 << 20)),
+                             label, peak - baseline))
+                rows.append((scene, "seconds until all answered", label, took))
+                rows.append((scene, "answers by status", label, " ".join("%s:%d" % kv for kv in sorted(statuses.items(), key=str))))
+    finally:
+        origin.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print("| scenario | metric | build | figure |")
+    print("|---|---|---|---:|")
+    for scenario, metric, label, value in rows:
+        shown = ("%.1f" % value if value < 100 else "%.0f" % value) if isinstance(value, float) else str(value)
+        print("| %s | %s | %s | %s |" % (scenario, metric, label, shown))
+    print("\n%s, %d cores" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count()))
+
+
+if __name__ == "__main__":
+    main()
