@@ -44,7 +44,8 @@ struct OperatingTests {
             #expect((samples["thumbd_store_bytes"] ?? 0) > 1000)
             #expect((samples["process_resident_memory_bytes"] ?? 0) > 1_000_000)
             #expect((samples["process_open_fds"] ?? 0) > 3)
-            for name in ["thumbd_upstream_in_flight", "thumbd_upstream_queued", "thumbd_store_evictions_total",
+            for name in ["thumbd_upstream_in_flight", "thumbd_upstream_queued", "thumbd_resizes_running", "thumbd_resizes_queued",
+                         "thumbd_resize_memory_bytes", "thumbd_store_evictions_total",
                          "thumbd_store_write_failures_total", "thumbd_event_streams_open", "thumbd_batches_running"] {
                 #expect(samples[name] != nil, "\(name) missing")
             }

@@ -45,6 +45,9 @@ final class DaemonMetrics: Sendable {
     private enum Level: String, CaseIterable {
         case upstreamInFlight = "thumbd_upstream_in_flight"
         case upstreamQueued = "thumbd_upstream_queued"
+        case resizesRunning = "thumbd_resizes_running"
+        case resizesQueued = "thumbd_resizes_queued"
+        case resizeMemory = "thumbd_resize_memory_bytes"
         case storeObjects = "thumbd_store_objects"
         case storeBytes = "thumbd_store_bytes"
         case eventStreams = "thumbd_event_streams_open"
@@ -138,6 +141,7 @@ final class DaemonMetrics: Sendable {
     struct Snapshot {
         var upstreamRunning: Int
         var upstreamQueued: Int
+        var resizes = ResizeLane.Load(running: 0, queued: 0, memoryInUse: 0, started: 0)
         var store: CacheStore.Statistics
         var storeWriteFailures: Int
         var eventStreams: Int
@@ -149,6 +153,9 @@ final class DaemonMetrics: Sendable {
     func exposition(_ snapshot: Snapshot) -> [UInt8] {
         levels[.upstreamInFlight]?.record(snapshot.upstreamRunning)
         levels[.upstreamQueued]?.record(snapshot.upstreamQueued)
+        levels[.resizesRunning]?.record(snapshot.resizes.running)
+        levels[.resizesQueued]?.record(snapshot.resizes.queued)
+        levels[.resizeMemory]?.record(snapshot.resizes.memoryInUse)
         levels[.storeObjects]?.record(snapshot.store.objects)
         levels[.storeBytes]?.record(snapshot.store.bytes)
         levels[.eventStreams]?.record(snapshot.eventStreams)

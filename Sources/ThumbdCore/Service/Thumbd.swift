@@ -121,11 +121,11 @@ public final class Thumbd: Service, Sendable {
             status.read()
         }
         let serverBox = ServerBox()
-        let metricsHandler = MetricsHandler(metrics: metrics) { [loop, store, batches] in
+        let metricsHandler = MetricsHandler(metrics: metrics) { [loop, store, batches, lane] in
             let counts = batches.counts
             let load = loop.load
             return DaemonMetrics.Snapshot(
-                upstreamRunning: load.running, upstreamQueued: load.queued, store: store.statistics(),
+                upstreamRunning: load.running, upstreamQueued: load.queued, resizes: lane.load, store: store.statistics(),
                 storeWriteFailures: store.writeFailures, eventStreams: batches.openStreams, batchesRunning: counts.running,
                 requestsWaiting: serverBox.server?.suspendedConnections ?? 0)
         }
