@@ -3,19 +3,11 @@
 #ifndef THUMBD_VIPS_SHIM_H
 #define THUMBD_VIPS_SHIM_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE  // dladdr and Dl_info
-#endif
 
 #include <vips/vips.h>
 #include <string.h>
 
-#include <dlfcn.h>
-#include <libgen.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /// The decoders thumbd calls by name (the Swift side's SourceFormat); no other loader runs.
 enum { THUMBD_LOAD_JPEG = 0, THUMBD_LOAD_PNG = 1, THUMBD_LOAD_GIF = 2, THUMBD_LOAD_WEBP = 3, THUMBD_LOAD_HEIF = 4,
@@ -25,57 +17,19 @@ static const char *const thumbd_vips_loader_names[] = {
     "jpegload_buffer", "pngload_buffer", "gifload_buffer", "webpload_buffer", "heifload_buffer", "tiffload_buffer",
 };
 
-/// libvips loads every module in `<VIPSHOME>/<libdir's name>/vips-modules-X.Y` at vips_init,
-/// and Debian's ImageMagick, JPEG XL, poppler and OpenSlide modules map their libraries into
-/// the process then. Before vips_init, VIPSHOME points at a private directory holding a link
-/// to the HEIF module alone (AVIF); it is removed again once libvips has loaded it.
-static inline void thumbd_vips_overlay(char *home, size_t size, char *linkpath, size_t linksize, char *moddir,
-                                       size_t modsize) {
-    home[0] = linkpath[0] = moddir[0] = 0;
-    Dl_info info;
-    if (dladdr((void *)vips_init, &info) == 0 || info.dli_fname == NULL) return;
-    char real[4096];
-    if (realpath(info.dli_fname, real) == NULL) return;
-    char *libdir = dirname(real);  // e.g. /usr/lib/x86_64-linux-gnu
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", libdir);
-    const char *leaf = basename(copy);  // x86_64-linux-gnu
-    char source[4096];
-    snprintf(source, sizeof source, "%s/vips-modules-%d.%d/vips-heif.so", libdir, vips_version(0), vips_version(1));
-    snprintf(home, size, "/tmp/thumbd-vips-XXXXXX");
-    if (mkdtemp(home) == NULL) { home[0] = 0; return; }
-    snprintf(moddir, modsize, "%s/%s", home, leaf);
-    mkdir(moddir, 0700);
-    snprintf(moddir, modsize, "%s/%s/vips-modules-%d.%d", home, leaf, vips_version(0), vips_version(1));
-    mkdir(moddir, 0700);
-    snprintf(linkpath, linksize, "%s/vips-heif.so", moddir);
-    if (access(source, R_OK) != 0 || symlink(source, linkpath) != 0) linkpath[0] = 0;
-}
-
-static inline void thumbd_vips_overlay_remove(const char *home, const char *linkpath, const char *moddir) {
-    if (linkpath[0]) unlink(linkpath);
-    if (moddir[0]) {
-        rmdir(moddir);
-        char parent[4096];
-        snprintf(parent, sizeof parent, "%s", moddir);
-        rmdir(dirname(parent));
-    }
-    if (home[0]) rmdir(home);
-}
-
-/// vips_init once per process with only the modules thumbd uses, libvips's operation cache
+/// vips_init once per process with only the modules in `home` (NULL: libvips's own
+/// directory, every module), libvips's operation cache
 /// off (every variant is made once and stored; the cache would only hold memory), `threads`
 /// worker threads per pipeline, every loader blocked but the ones thumbd calls by name, and
 /// the loaders libvips marks untrusted blocked too. Returns 0 on success.
-static inline int thumbd_vips_start(int threads) {
-    char home[4096], linkpath[4096], moddir[4096];
-    thumbd_vips_overlay(home, sizeof home, linkpath, sizeof linkpath, moddir, sizeof moddir);
+static inline int thumbd_vips_start(int threads, const char *home) {
+    /* libvips loads every module in <VIPSHOME>/<libdir's name>/vips-modules-X.Y at vips_init;
+       `home` (prepared by the caller) holds the HEIF module alone. */
     const char *previous = getenv("VIPSHOME");
     char *saved = previous ? g_strdup(previous) : NULL;
-    if (home[0]) setenv("VIPSHOME", home, 1);
+    if (home) setenv("VIPSHOME", home, 1);
     int rc = vips_init("thumbd");
-    if (saved) { setenv("VIPSHOME", saved, 1); g_free(saved); } else if (home[0]) unsetenv("VIPSHOME");
-    thumbd_vips_overlay_remove(home, linkpath, moddir);
+    if (saved) { setenv("VIPSHOME", saved, 1); g_free(saved); } else if (home) unsetenv("VIPSHOME");
     if (rc != 0) return -1;
     vips_cache_set_max(0);
     vips_cache_set_max_mem(0);

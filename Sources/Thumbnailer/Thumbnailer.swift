@@ -55,7 +55,10 @@ public final class Thumbnailer: Sendable {
     public init(configuration: Configuration = Configuration()) throws(ThumbnailerError) {
         let rc = Self.started.withLock { started -> Int32 in
             if let started { return started }
-            let rc = thumbd_vips_start(Int32(configuration.threads))
+            let overlay = ModuleOverlay.make()
+            defer { overlay?.remove() }
+            let rc = overlay.map { thumbd_vips_start(Int32(configuration.threads), $0.home.path) }
+                ?? thumbd_vips_start(Int32(configuration.threads), nil)
             started = rc
             return rc
         }

@@ -65,7 +65,11 @@ extension TestImages {
 
     /// The libraries mapped into this process whose path contains any of `names`.
     package static func mappedLibraries(matching names: [String]) -> [String] {
-        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return ["(no /proc/self/maps)"] }
+        // Read to the end: /proc files say they are empty, and a read by size stops at a page.
+        guard let data = try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd() else {
+            return ["(no /proc/self/maps)"]
+        }
+        let maps = String(decoding: data, as: UTF8.self)
         let paths = maps.split(separator: "\n").compactMap { line in line.split(separator: " ", omittingEmptySubsequences: true).last }
         return Set(paths.map(String.init).filter { path in names.contains { path.localizedCaseInsensitiveContains($0) } }).sorted()
     }
