@@ -28,3 +28,18 @@ package enum ThreadName {
         }.sorted()
     }
 }
+
+package enum ThreadPriority {
+    /// Lowers the calling thread's scheduling priority to `niceness` (0–19). On Linux the nice
+    /// value belongs to the thread (setpriority with 0 affects the caller only, NPTL), and
+    /// threads it creates afterwards inherit it.
+    package static func lowerCurrent(to niceness: Int32) {
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)
+    }
+
+    /// The calling thread's nice value.
+    package static var current: Int32 {
+        errno = 0
+        return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+    }
+}

@@ -132,6 +132,17 @@ struct ResizeLaneTests {
         #expect(gate.entries == ["first", "urgent", "cheap", "expensive"])
     }
 
+    @Test("resizes run on the lane's own threads at nice 10: the kernel runs the cheap work first")
+    func niceness() async throws {
+        let lane = Self.lane(workers: 1, limit: .seconds(600))
+        let seen = Mutex<Int32?>(nil)
+        _ = lane.submit(cost: 1, priority: .normal) { _ in seen.withLock { $0 = ThreadPriority.current } } dropped: { _ in } timedOut: {}
+        try await Self.wait { seen.withLock { $0 } != nil }
+        #expect(seen.withLock { $0 } == ResizeLane.niceness)
+        #expect(ThreadPriority.current == 0)  // this thread is untouched
+        lane.stop()
+    }
+
     @Test("admission by memory: two that do not fit the budget together run one after the other")
     func memory() async throws {
         let lane = Self.lane(workers: 2, memory: 100, limit: .seconds(600))

@@ -57,6 +57,13 @@ struct HTTPSemanticsTests {
         #expect(type([0, 0, 0, 0x1C] + Array("ftypavif".utf8)) == "image/avif")
         #expect(type(Array("<html>".utf8)) == nil)
         #expect(type(Array("<svg xmlns=".utf8)) == nil)
+        #expect(type([0, 0, 0, 0x1C] + Array("ftypheic".utf8)) == "image/heic")
+        #expect(type(Array("II*\0".utf8)) == "image/tiff")
+        // Refused: no decoder of thumbd's reads them.
+        #expect(type(Array("BM".utf8) + [UInt8](repeating: 0x20, count: 40)) == nil)  // BMP (and `BM…<svg`)
+        #expect(type([0, 0, 1, 0, 1, 0]) == nil)  // ICO
+        #expect(type([0xFF, 0x0A]) == nil)  // JPEG XL
+        #expect(type([0, 0, 0, 0x1C] + Array("ftypisom".utf8)) == nil)  // an MP4, not an image
         #expect(ImageSniffer.contentType(of: []) == nil)
         #expect(ImageSniffer.contentType(of: [0xFF, 0xD8]) == nil)
     }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Support
 import Synchronization
 import Thumbnailer
 import Upstream
@@ -8,7 +9,9 @@ import Upstream
 /// work (sniff, header check, hash, store, answer) on the processing stage never waits
 /// behind one (imgproxy's workers semaphore and bounded queue).
 ///
-/// - at most `workers` resizes at once, each on one of the lane's own serial queues;
+/// - at most `workers` resizes at once, each on one of the lane's own threads
+///   (`thumbd-resize`), which run at a lower priority (nice 10) than the rest of the daemon:
+///   with every core busy resizing, the kernel still runs a hit or a small miss first;
 /// - at most `maxQueued` waiting: past that `submit` refuses at once (503 `busy`);
 /// - admission by memory: a resize starts only while the estimates of those running plus its
 ///   own fit `maxMemoryBytes` (one alone always may: the plan refused any larger);
@@ -113,17 +116,51 @@ final class ResizeLane: Sendable {
     }
 
     let configuration: Configuration
-    private let workers: [DispatchQueue]
+    private let workers: [Worker]
     /// The watchdogs' timers: a queue of the lane's own, so that a busy global queue cannot
     /// make one late.
     private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
     private let state: Mutex<State>
 
+    /// The nice value of the resize threads (the rest of the daemon runs at 0).
+    static let niceness: Int32 = 10
+
+    /// One resize thread: it sleeps until `pump` hands it a task, and exits when told.
+    private final class Worker: Sendable {
+        enum Mail { case none, task(Task), exit }
+        let mailbox = Mutex(Mail.none)
+        let wake = DispatchSemaphore(value: 0)
+        let exited = DispatchSemaphore(value: 0)
+
+        func deliver(_ mail: Mail) {
+            mailbox.withLock { $0 = mail }
+            wake.signal()
+        }
+
+        func next() -> Mail {
+            wake.wait()
+            return mailbox.withLock { mail in
+                defer { mail = .none }
+                return mail
+            }
+        }
+    }
+
     init(configuration: Configuration) {
         self.configuration = configuration
         let count = max(1, configuration.workers)
-        workers = (0..<count).map { DispatchQueue(label: "thumbd.resize.\($0)") }
+        workers = (0..<count).map { _ in Worker() }
         state = Mutex(State(idleWorkers: Array((0..<count).reversed())))
+        for (index, worker) in workers.enumerated() {
+            let thread = Thread { [self] in
+                ThreadName.set("thumbd-resize")
+                ThreadPriority.lowerCurrent(to: Self.niceness)
+                while case .task(let task) = worker.next() { execute(task, on: index) }
+                worker.exited.signal()
+            }
+            thread.name = "thumbd-resize"
+            thread.start()
+        }
     }
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
@@ -160,7 +197,7 @@ final class ResizeLane: Sendable {
             state.runningTasks[task.sequence] = task
             return (task, state.idleWorkers.removeLast())
         }) {
-            workers[worker].async { [self] in execute(task, on: worker) }
+            workers[worker].deliver(.task(task))
         }
     }
 
@@ -204,8 +241,12 @@ final class ResizeLane: Sendable {
         }
         for task in queued where !task.isCancelled { task.dropped(.shuttingDown) }
         for task in running { task.cancel() }
-        guard let signal else { return }
-        _ = signal.wait(timeout: .now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1))))
+        let deadline = DispatchTime.now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1)))
+        if let signal { _ = signal.wait(timeout: deadline) }
+        // The threads end once idle (one still inside a call libvips cannot stop is left to
+        // the process's exit).
+        for worker in workers { worker.deliver(.exit) }
+        for worker in workers { _ = worker.exited.wait(timeout: deadline) }
     }
 
     struct Load: Sendable, Equatable {
