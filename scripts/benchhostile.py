@@ -3,8 +3,9 @@
 
 1. Cheap work under attack: 40 clients ask 40 distinct heavy variants of a cached
    7070x7070 PNG (the largest legal source) and leave after 2 s; meanwhile and right after,
-   one client asks small-image misses (a new URL each, a 8x8 PNG) and another asks hits
-   (a cached 1200x800 JPEG), one request at a time. Latencies p50/p99 over the 5 s window.
+   one client asks small-image misses (a new URL each, an 8x8 PNG), one at a time, and wrk
+   asks hits (a cached 1200x800 JPEG) on one keep-alive connection, back to back.
+   Latencies p50/p99 over the 5 s window; the same probes without the attack give the floor.
 2. Memory under attack: a fresh daemon, its RSS once warm (baseline), then at once: the
    1x20000 PNG at 256x256, fifty distinct 7070x7070 PNGs at width 256, and ten 16-MP AVIF
    variants. Peak RSS (VmHWM, the kernel's own peak) against baseline + 1.5 x
@@ -18,6 +19,7 @@ Every daemon runs with its shipped settings, except loopback origins allowed.
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -86,32 +88,48 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100.0 * (len(values) - 1))))]
 
 
-def under_attack(daemon, run):
-    """Scenario 1 against `daemon`; returns rows."""
+async def wrk_hits(port, target, seconds):
+    """Hits on one keep-alive connection, back to back, for `seconds` (wrk, a C client in its
+    own process, so that the Python prober's own turns are not counted): p50 and p99 ms."""
+    proc = await asyncio.create_subprocess_exec(
+        "wrk", "-t1", "-c1", "-d%ds" % seconds, "--latency", "http://127.0.0.1:%d%s" % (port, target),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out = (await proc.communicate())[0].decode()
+
+    def latency(p):
+        m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, out, re.M)
+        value, unit = float(m.group(1)), m.group(2)
+        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    return latency(50), latency(99), requests
+
+
+def under_attack(daemon, run, attack=True):
+    """Scenario 1 against `daemon` (without the attackers: the same probes, the floor)."""
     port = daemon.port
     asyncio.run(get(port, path(daemon, "max.png", "cached")))  # the big original, cached
     asyncio.run(get(port, path(daemon, "small.jpg", "hit")))
     heavy = [path(daemon, "max.png", "cached", "&w=%d&h=%d&format=png" % (4000 - i, 4000 - i)) for i in range(40)]
 
     async def scene():
-        misses, hits = [], []
+        misses = []
         until = time.monotonic() + 5.0
-        attackers = [asyncio.ensure_future(hold_and_leave(port, target, 2.0)) for target in heavy]
+        attackers = [asyncio.ensure_future(hold_and_leave(port, target, 2.0)) for target in heavy] if attack else []
         await asyncio.sleep(0.2)  # the attack is queued before the first probe
-        await asyncio.gather(
-            probe(port, lambda i: path(daemon, "tiny.png", "miss-%d-%d" % (run, i)), until, misses),
-            probe(port, lambda i: path(daemon, "small.jpg", "hit"), until, hits),
+        results = await asyncio.gather(
+            wrk_hits(port, path(daemon, "small.jpg", "hit"), 5),
+            probe(port, lambda i: path(daemon, "tiny.png", "miss-%d-%d-%d" % (run, attack, i)), until, misses),
             *attackers)
+        hits = results[0]
         # Right after the attackers left: one more small miss.
         start = time.monotonic()
-        status, _ = await get(port, path(daemon, "tiny.png", "after-%d" % run))
+        status, _ = await get(port, path(daemon, "tiny.png", "after-%d-%d" % (run, attack)))
         return misses, hits, ((time.monotonic() - start) * 1000, status)
     misses, hits, after = asyncio.run(scene())
     return {
         "miss p50": pct([m for m, _ in misses], 50), "miss p99": pct([m for m, _ in misses], 99),
         "misses": len(misses), "miss errors": sum(1 for _, s in misses if s != 200),
-        "hit p50": pct([h for h, _ in hits], 50), "hit p99": pct([h for h, _ in hits], 99),
-        "hits": len(hits), "after": after[0],
+        "hit p50": hits[0], "hit p99": hits[1], "hits": hits[2], "after": after[0],
     }
 
 
@@ -148,6 +166,7 @@ def main():
     parser.add_argument("--thumbd", required=True)
     parser.add_argument("--before", help="another thumbd build to run beside it (the previous release)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=["attack", "memory"], help="one of the two scenarios")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="thumbd-hostile-")
     files = os.path.join(work, "files")
@@ -164,26 +183,28 @@ def main():
     try:
         for label, binary in builds:
             print("benchhostile: %s, cheap work under attack" % label, file=sys.stderr)
-            figures = []
-            for run in range(args.rounds):
-                daemon = Thumbd(binary, origin, work, name="%s-attack-%d" % (label, run))
-                try:
-                    figures.append(under_attack(daemon, run))
-                finally:
-                    daemon.stop()
-            for key in ("miss p50", "miss p99", "hit p50", "hit p99", "after"):
-                unit = "ms" if key != "after" else "ms, a small miss right after they left"
-                rows.append(("40 clients ask distinct heavy variants and leave after 2 s (median of %d)" % args.rounds,
-                             "%s %s" % (key, unit) if key != "after" else unit, label,
-                             statistics.median(f[key] for f in figures)))
-            rows.append(("40 clients ask distinct heavy variants and leave after 2 s (median of %d)" % args.rounds,
-                         "small misses answered / not 200 (all rounds)", label,
-                         "%d / %d" % (sum(f["misses"] for f in figures), sum(f["miss errors"] for f in figures))))
+            for attack in (False, True) if args.only != "memory" else ():
+                figures = []
+                for run in range(args.rounds):
+                    daemon = Thumbd(binary, origin, work, name="%s-attack-%d-%d" % (label, attack, run))
+                    try:
+                        figures.append(under_attack(daemon, run, attack))
+                    finally:
+                        daemon.stop()
+                scene = ("40 clients ask distinct heavy variants and leave after 2 s (median of %d)" if attack
+                         else "no attack: the same probes alone (median of %d)") % args.rounds
+                for key in ("miss p50", "miss p99", "hit p50", "hit p99", "after"):
+                    unit = "ms" if key != "after" else "ms, a small miss after the window"
+                    rows.append((scene, "%s %s" % (key, unit) if key != "after" else unit, label,
+                                 statistics.median(f[key] for f in figures)))
+                rows.append((scene, "small misses / not 200; hits (all rounds)", label, "%d / %d; %d" % (
+                    sum(f["misses"] for f in figures), sum(f["miss errors"] for f in figures),
+                    sum(f["hits"] for f in figures))))
             for setting, extra in (("shipped settings", None),
                                    ("thumbnails.maxAvifPixels=16000000 (changed)",
                                     {"THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "16000000"})):
-                if label == "before" and extra:
-                    continue  # the key does not exist there
+                if (label == "before" and extra) or args.only == "attack":
+                    continue  # the key does not exist there; or only the attack was asked
                 print("benchhostile: %s, memory, %s" % (label, setting), file=sys.stderr)
                 baseline, peak, took, statuses = memory(binary, origin, work, "%s-mem-%d" % (label, len(rows)), extra)
                 scene = "hostile set at once: 1x20000 PNG at 256, 50 distinct 7070x7070 PNGs, ten 16-MP AVIF; " + setting

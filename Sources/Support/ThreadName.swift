@@ -43,3 +43,36 @@ package enum ThreadPriority {
         return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
     }
 }
+
+extension ThreadPriority {
+    /// Lowers to `niceness` every thread of this process whose name starts with `prefix`
+    /// (threads a library starts and names, such as libvips's workers, whose priority its
+    /// API does not set). Threads already at or below it are left alone.
+    package static func lower(threadsNamed prefix: String, to niceness: Int32) {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for task in tasks {
+            guard let tid = id_t(task),
+                  let data = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm"),
+                  String(decoding: data, as: UTF8.self).hasPrefix(prefix)
+            else { continue }
+            errno = 0
+            let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
+            if errno == 0 && current >= niceness { continue }
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, niceness)
+        }
+    }
+}
+
+extension ThreadPriority {
+    /// The nice values of this process's threads whose name starts with `prefix`.
+    package static func niceness(ofThreadsNamed prefix: String) -> [Int32] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            guard let tid = id_t(task),
+                  let data = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm"),
+                  String(decoding: data, as: UTF8.self).hasPrefix(prefix)
+            else { return nil }
+            return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
+        }
+    }
+}

@@ -132,13 +132,17 @@ struct ResizeLaneTests {
         #expect(gate.entries == ["first", "urgent", "cheap", "expensive"])
     }
 
-    @Test("resizes run on the lane's own threads at nice 10: the kernel runs the cheap work first")
+    @Test("resizes run at nice 10, on the lane's threads and libvips's own: the kernel runs the cheap work first")
     func niceness() async throws {
+        // libvips starts its worker threads (at nice 0) the first time it computes.
+        _ = try Thumbnailer().testImage(width: 64, height: 64)
+        #expect(!ThreadPriority.niceness(ofThreadsNamed: ResizeLane.libvipsThreads).isEmpty)
         let lane = Self.lane(workers: 1, limit: .seconds(600))
         let seen = Mutex<Int32?>(nil)
         _ = lane.submit(cost: 1, priority: .normal) { _ in seen.withLock { $0 = ThreadPriority.current } } dropped: { _ in } timedOut: {}
         try await Self.wait { seen.withLock { $0 } != nil }
         #expect(seen.withLock { $0 } == ResizeLane.niceness)
+        #expect(ThreadPriority.niceness(ofThreadsNamed: ResizeLane.libvipsThreads).allSatisfy { $0 >= ResizeLane.niceness })
         #expect(ThreadPriority.current == 0)  // this thread is untouched
         lane.stop()
     }

@@ -10,8 +10,9 @@ import Upstream
 /// behind one (imgproxy's workers semaphore and bounded queue).
 ///
 /// - at most `workers` resizes at once, each on one of the lane's own threads
-///   (`thumbd-resize`), which run at a lower priority (nice 10) than the rest of the daemon:
-///   with every core busy resizing, the kernel still runs a hit or a small miss first;
+///   (`thumbd-resize`); these and libvips's own workers, where the tiles are computed, run
+///   at a lower priority (nice 10) than the rest of the daemon: with every core busy
+///   resizing, the kernel still runs a hit or a small miss first;
 /// - at most `maxQueued` waiting: past that `submit` refuses at once (503 `busy`);
 /// - admission by memory: a resize starts only while the estimates of those running plus its
 ///   own fit `maxMemoryBytes` (one alone always may: the plan refused any larger);
@@ -124,6 +125,9 @@ final class ResizeLane: Sendable {
 
     /// The nice value of the resize threads (the rest of the daemon runs at 0).
     static let niceness: Int32 = 10
+    /// The name libvips gives the threads that compute tiles: the work runs there, not on
+    /// the lane's thread, which waits.
+    static let libvipsThreads = "libvips worker"
 
     /// One resize thread: it sleeps until `pump` hands it a task, and exits when told.
     private final class Worker: Sendable {
@@ -203,6 +207,9 @@ final class ResizeLane: Sendable {
 
     private func execute(_ task: Task, on worker: Int) {
         if let control = task.start(timeLimit: configuration.timeLimit) {
+            // libvips computes on its own pool of threads, started by GLib at nice 0 however
+            // the lane's thread runs: those started since the last resize are lowered too.
+            ThreadPriority.lower(threadsNamed: Self.libvipsThreads, to: Self.niceness)
             let watchdog = DispatchWorkItem { [task] in
                 guard task.isRunning else { return }
                 control.cancel()
