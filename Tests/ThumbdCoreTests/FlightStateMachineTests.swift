@@ -132,6 +132,33 @@ struct ResizeLaneTests {
         #expect(gate.entries == ["first", "urgent", "cheap", "expensive"])
     }
 
+    @Test("a task lets go of what its owner gave once it ran, was cancelled or dropped (no cycle keeps the original's bytes)")
+    func releasesItsOwner() async throws {
+        final class Owner: Sendable {}
+        let lane = Self.lane(workers: 1, limit: .seconds(600))
+        let gate = Gate()
+        weak var ran: Owner?
+        weak var cancelled: Owner?
+        var tasks: [ResizeLane.Task?] = []
+        do {
+            let first = Owner(), second = Owner()
+            ran = first
+            cancelled = second
+            tasks.append(lane.submit(cost: 1, priority: .normal) { _ in
+                _ = first
+                gate.semaphore.wait()
+            } dropped: { _ in _ = first } timedOut: { _ = first })
+            tasks.append(lane.submit(cost: 1, priority: .normal) { _ in _ = second } dropped: { _ in _ = second } timedOut: { _ = second })
+        }
+        try await Self.wait { lane.load.running == 1 }
+        tasks[1]?.cancel()
+        #expect(cancelled == nil)  // the queued task, cancelled: released at once
+        gate.semaphore.signal()
+        try await Self.wait { lane.load.running == 0 }
+        #expect(ran == nil)  // the task that ran, still referenced here, holds nothing of it
+        #expect(tasks.allSatisfy { $0 != nil })
+    }
+
     @Test("resizes run at nice 10, on the lane's threads and libvips's own: the kernel runs the cheap work first")
     func niceness() async throws {
         // libvips starts its worker threads (at nice 0) the first time it computes.

@@ -39,10 +39,17 @@ final class ResizeLane: Sendable {
         let cost: Int
         let priority: Priority
         fileprivate let sequence: UInt64
-        let run: @Sendable (ResizeControl) -> Void
-        let dropped: @Sendable (ThumbdError) -> Void
-        let timedOut: @Sendable () -> Void
         fileprivate let state = Mutex(Phase.queued)
+        /// What the owner gave: held until the task has run, been dropped or cancelled, and
+        /// let go then, since the owner's closures hold the owner (a flight's job, which
+        /// holds this task to cancel it) and the original's bytes.
+        private let handlers: Mutex<Handlers?>
+
+        private struct Handlers {
+            let run: @Sendable (ResizeControl) -> Void
+            let dropped: @Sendable (ThumbdError) -> Void
+            let timedOut: @Sendable () -> Void
+        }
 
         fileprivate enum Phase {
             case queued
@@ -56,9 +63,7 @@ final class ResizeLane: Sendable {
             self.cost = cost
             self.priority = priority
             self.sequence = sequence
-            self.run = run
-            self.dropped = dropped
-            self.timedOut = timedOut
+            handlers = Mutex(Handlers(run: run, dropped: dropped, timedOut: timedOut))
         }
 
         /// Nobody waits any more: not started if queued, stopped if running.
@@ -74,8 +79,26 @@ final class ResizeLane: Sendable {
                     return nil
                 }
             }
-            control?.cancel()
+            if let control { control.cancel() } else { release() }
         }
+
+        /// Runs the owner's resize (once) under `control`.
+        fileprivate func run(_ control: ResizeControl) {
+            handlers.withLock { $0?.run }?(control)
+        }
+
+        /// Answers the owner that the task will never run, and lets go of it.
+        fileprivate func drop(_ error: ThumbdError) {
+            let dropped = handlers.withLock { handlers in
+                defer { handlers = nil }
+                return handlers?.dropped
+            }
+            dropped?(error)
+        }
+
+        fileprivate func timeOut() { handlers.withLock { $0?.timedOut }?() }
+
+        private func release() { handlers.withLock { $0 = nil } }
 
         fileprivate func start(timeLimit: Duration) -> ResizeControl? {
             state.withLock { phase in
@@ -90,7 +113,10 @@ final class ResizeLane: Sendable {
             state.withLock { if case .cancelled = $0 { true } else { false } }
         }
 
-        fileprivate func finish() { state.withLock { $0 = .done } }
+        fileprivate func finish() {
+            state.withLock { $0 = .done }
+            release()
+        }
 
         fileprivate var isRunning: Bool {
             state.withLock { if case .running = $0 { true } else { false } }
@@ -213,13 +239,15 @@ final class ResizeLane: Sendable {
             let watchdog = DispatchWorkItem { [task] in
                 guard task.isRunning else { return }
                 control.cancel()
-                task.timedOut()
+                task.timeOut()
             }
             let slack = configuration.timeLimit + configuration.watchdogSlack
             watchdogs.asyncAfter(deadline: .now() + .nanoseconds(Int(slack / .nanoseconds(1))), execute: watchdog)
             task.run(control)
             task.finish()
             watchdog.cancel()
+        } else {
+            task.finish()  // cancelled while it waited: let go of what it held
         }
         let wake = state.withLock { state -> [DispatchSemaphore] in
             state.running -= 1
@@ -246,7 +274,7 @@ final class ResizeLane: Sendable {
             state.idle.append(signal)
             return (queued, Array(state.runningTasks.values), signal)
         }
-        for task in queued where !task.isCancelled { task.dropped(.shuttingDown) }
+        for task in queued where !task.isCancelled { task.drop(.shuttingDown) }
         for task in running { task.cancel() }
         let deadline = DispatchTime.now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1)))
         if let signal { _ = signal.wait(timeout: deadline) }
