@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -71,8 +72,21 @@ class Thumbor:
         return [self.proc.pid] + children(self.proc.pid)
 
     def stop(self):
+        # Its forked workers first: terminating the parent alone left them running (and
+        # spinning at a few % of a core each) after the bench.
+        workers = children(self.proc.pid)
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         self.proc.terminate()
         self.proc.wait(timeout=30)
+        for pid in workers:
+            for _ in range(100):
+                if not os.path.exists("/proc/%d" % pid):
+                    break
+                time.sleep(0.05)
 
 
 def thumbd_path(thumbd, name, tag, extra="&w=%d&q=%d" % (WIDTH, QUALITY)):
