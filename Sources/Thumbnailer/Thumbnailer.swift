@@ -44,6 +44,13 @@ public final class Thumbnailer: Sendable {
     public let canEncodeAVIF: Bool
 
     private static let started = Mutex<Int32?>(nil)
+    private static let restricted = Mutex(false)
+
+    /// Whether libvips started with the HEIF module alone (the private module directory
+    /// could be laid out). False: it loaded every module of its own directory (loaders other
+    /// than thumbd's are still blocked, but their libraries are mapped); the daemon says so
+    /// at start.
+    public static var modulesRestricted: Bool { restricted.withLock { $0 } }
     /// Header reads take turns: making and freeing libvips objects takes GLib's type locks
     /// and libvips's global object table, and two reads side by side cost each other
     /// 10–15 µs of CPU. Resizes are not serialized.
@@ -57,6 +64,7 @@ public final class Thumbnailer: Sendable {
             if let started { return started }
             let overlay = ModuleOverlay.make()
             defer { overlay?.remove() }
+            Self.restricted.withLock { $0 = overlay != nil }
             let rc = overlay.map { thumbd_vips_start(Int32(configuration.threads), $0.home.path) }
                 ?? thumbd_vips_start(Int32(configuration.threads), nil)
             started = rc

@@ -215,6 +215,7 @@ struct ThumbnailerTests {
             let image = try Self.thumbnailer.testImage(width: 32, height: 16, format: format)
             #expect(try Self.thumbnailer.header(of: image).width == 32)
         }
+        #expect(Thumbnailer.modulesRestricted)
         #expect(TestImages.mappedLibraries(matching: ["Magick", "libjxl", "poppler", "openslide"]) == [])
     }
 

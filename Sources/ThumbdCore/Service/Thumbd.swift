@@ -193,6 +193,9 @@ public final class Thumbd: Service, Sendable {
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
             "store.path": "\(configuration.store.path)", "thumbnails.avif": "\(thumbnailer.canEncodeAVIF)",
         ])
+        if !Thumbnailer.modulesRestricted {
+            logger.warning("thumbnails.modules: libvips loaded every module of its own directory (no private module directory could be made under the temporary directory); loaders other than thumbd's stay blocked")
+        }
     }
 
     /// The service's life: start (unless already started), run until the service group
