@@ -14,9 +14,11 @@ package final class FreeMemory: @unchecked Sendable {
     // A Dispatch source is thread-safe; it is set up once and cancelled once.
     private let timer: any DispatchSourceTimer
 
-    /// Starts returning free memory every `interval` (on a utility queue).
+    /// Starts returning free memory every `interval`, on a queue of its own: a global queue
+    /// runs as many items at once as there are cores, so blocking work there (the tests' socket
+    /// reads, for one) could hold the timer back for as long as it blocks.
     package init(every interval: Duration) {
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.free-memory", qos: .utility))
         timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval,
                        leeway: .milliseconds(100))
         timer.setEventHandler { Self.returnNow() }
