@@ -9,15 +9,21 @@ import Thumbnailer
 /// images here.
 public enum ImageSniffer {
     public static func contentType(of bytes: [UInt8]) -> String? {
-        switch bytes.withUnsafeBytes({ SourceFormat.sniff($0) }) {
-        case nil: nil
-        case .jpeg?: "image/jpeg"
-        case .png?: "image/png"
-        case .gif?: "image/gif"
-        case .webp?: "image/webp"
-        case .tiff?: "image/tiff"
-        case .heif?: heifType(brand: bytes.count >= 12 ? String(decoding: bytes[8..<12], as: UTF8.self) : "")
+        sniff(bytes)?.contentType
+    }
+
+    /// The decoder the first bytes choose, and the type served: one reading of the signature.
+    public static func sniff(_ bytes: [UInt8]) -> (format: SourceFormat, contentType: String)? {
+        guard let format = bytes.withUnsafeBytes({ SourceFormat.sniff($0) }) else { return nil }
+        let type = switch format {
+        case .jpeg: "image/jpeg"
+        case .png: "image/png"
+        case .gif: "image/gif"
+        case .webp: "image/webp"
+        case .tiff: "image/tiff"
+        case .heif: heifType(brand: bytes.count >= 12 ? String(decoding: bytes[8..<12], as: UTF8.self) : "")
         }
+        return (format, type)
     }
 
     /// The `ftyp` box's major brand names the HEIF family member.

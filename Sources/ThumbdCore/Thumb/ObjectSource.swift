@@ -111,9 +111,9 @@ final class ObjectSource: Sendable {
         let checked = result.mapError(ThumbdError.init).flatMap { response -> Result<(UpstreamResponse, String), ThumbdError> in
             // The first bytes decide (and a copy of 64 is cheaper than of the whole body).
             let head = response.body.withUnsafeBytes { Array($0.prefix(64)) }
-            guard let type = ImageSniffer.contentType(of: head), let format = SourceFormat.sniff(response.body),
-                  Thumbnailer.canDecode(format)
-            else { return .failure(.notAnImage) }
+            guard let (format, type) = ImageSniffer.sniff(head), Thumbnailer.canDecode(format) else {
+                return .failure(.notAnImage)
+            }
             // Then the header: a known signature followed by garbage is not an image. A JPEG,
             // PNG or simple WebP whose header reads cleanly passes here; any other body is
             // read by the loader of its sniffed format, and no other.
