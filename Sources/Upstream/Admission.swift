@@ -1,24 +1,25 @@
 import Support
 
 /// Which queued fetches start next: at most `maxConcurrent` running, at most `maxPerHost`
-/// per host, the highest priority first and the oldest first within a priority (a job's
-/// priority may rise while it waits, so it is read at each decision). A plain value with no
+/// per host, the most urgent first (focused on a screen, then by priority: `Urgency.rank`) and
+/// the oldest first within a rank (a job's urgency changes while it waits, so it is read at
+/// each decision). A plain value with no
 /// curl and no threads: the transfer loop owns one, and starts or drops what it returns.
 struct Admission<Job: AnyObject> {
     let maxConcurrent: Int
     let maxPerHost: Int
     private let host: (Job) -> String
-    private let priority: (Job) -> Priority
+    private let rank: (Job) -> Int
     /// Waiting jobs, in arrival order.
     private(set) var queued: [Job] = []
     private(set) var running = 0
     private var perHost: [String: Int] = [:]
 
-    init(maxConcurrent: Int, maxPerHost: Int, host: @escaping (Job) -> String, priority: @escaping (Job) -> Priority) {
+    init(maxConcurrent: Int, maxPerHost: Int, host: @escaping (Job) -> String, rank: @escaping (Job) -> Int) {
         self.maxConcurrent = maxConcurrent
         self.maxPerHost = maxPerHost
         self.host = host
-        self.priority = priority
+        self.rank = rank
     }
 
     mutating func enqueue(_ job: Job) { queued.append(job) }
@@ -58,16 +59,15 @@ struct Admission<Job: AnyObject> {
 
     func runningOn(_ name: String) -> Int { perHost[name, default: 0] }
 
-    /// The highest-priority, oldest queued job whose host has room.
+    /// The most urgent, oldest queued job whose host has room.
     private func nextEligible() -> Int? {
         var best: Int?
-        var bestPriority = Priority.low
+        var bestRank = Int.min
         for (index, job) in queued.enumerated() where perHost[host(job), default: 0] < maxPerHost {
-            let rank = priority(job)
-            if best == nil || rank > bestPriority {
+            let rank = rank(job)
+            if rank > bestRank {
                 best = index
-                bestPriority = rank
-                if rank == .high { break }
+                bestRank = rank
             }
         }
         return best

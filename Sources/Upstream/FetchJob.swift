@@ -64,8 +64,9 @@ public final class FetchJob: Sendable {
     private let onProgress: @Sendable (FetchProgress) -> Void
     private let onComplete: @Sendable (FetchJob, Result<UpstreamResponse, UpstreamError>) -> Void
 
+    /// Its place in the queue: priority and focus, which its waiters change while it waits.
+    public let urgency: Urgency
     private struct State {
-        var priority: Priority
         var progress = FetchProgress(received: 0, total: nil)
         var completed = false
         var observers: [UInt64: @Sendable (FetchProgress) -> Void] = [:]
@@ -80,17 +81,18 @@ public final class FetchJob: Sendable {
         self.url = url
         self.host = host
         self.validators = validators.flatMap { $0.isEmpty ? nil : $0 }
-        self.state = Mutex(State(priority: priority))
+        self.urgency = Urgency(priority)
+        self.state = Mutex(State())
         self.onProgress = onProgress
         self.onComplete = onComplete
     }
 
-    public var priority: Priority { state.withLock { $0.priority } }
+    public var priority: Priority { urgency.priority }
     public var progress: FetchProgress { state.withLock { $0.progress } }
 
     /// Raises the priority (a waiter with a higher priority joined); never lowers it.
     public func raisePriority(to priority: Priority) {
-        state.withLock { $0.priority = max($0.priority, priority) }
+        urgency.raise(to: priority)
     }
 
     /// Adds an observer of progress (a batch item waiting on this fetch); returns its token.

@@ -306,7 +306,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
         self.logger = logger
         self.admission = Admission(maxConcurrent: configuration.maxConcurrent,
                                    maxPerHost: configuration.maxPerHost > 0 ? configuration.maxPerHost : Int.max,
-                                   host: { $0.host }, priority: { $0.priority })
+                                   host: { $0.host }, rank: { $0.urgency.rank })
     }
 
     func enqueue(_ job: FetchJob) { admission.enqueue(job) }

@@ -115,7 +115,8 @@ struct ResizeLaneTests {
         let lane = Self.lane(workers: 1, queued: 3, limit: .seconds(600))
         let gate = Gate()
         func submit(_ name: String, cost: Int, _ priority: Priority = .normal) -> ResizeLane.Task? {
-            lane.submit(cost: cost, priority: priority) { _ in
+            let urgency = Urgency(priority)
+            return lane.submit(cost: cost, urgency: urgency) { _ in
                 gate.add(name)
                 gate.semaphore.wait()
             } dropped: { _ in gate.add("dropped \(name)") } timedOut: { gate.add("timeout \(name)") }
@@ -132,6 +133,30 @@ struct ResizeLaneTests {
         #expect(gate.entries == ["first", "urgent", "cheap", "expensive"])
     }
 
+    @Test("a task focused while it waits goes first, high priority included; one unfocused falls back to its place")
+    func focusWhileQueued() async throws {
+        let lane = Self.lane(workers: 1, queued: 4, limit: .seconds(600))
+        let gate = Gate()
+        func submit(_ name: String, cost: Int, _ urgency: Urgency) {
+            _ = lane.submit(cost: cost, urgency: urgency) { _ in
+                gate.add(name)
+                gate.semaphore.wait()
+            } dropped: { _ in gate.add("dropped \(name)") } timedOut: { gate.add("timeout \(name)") }
+        }
+        submit("first", cost: 10, Urgency(.normal))
+        try await Self.wait { lane.load.running == 1 }
+        let onScreen = Urgency(.low), scrolledAway = Urgency(.normal)
+        submit("high", cost: 10, Urgency(.high))
+        submit("cheap", cost: 1, scrolledAway)
+        submit("on screen", cost: 50, onScreen)
+        onScreen.focus()  // the page said: this tile is on screen now
+        scrolledAway.focus()
+        scrolledAway.unfocus()
+        for _ in 0..<4 { gate.semaphore.signal() }
+        try await Self.wait { lane.load.started == 4 && lane.load.running == 0 }
+        #expect(gate.entries == ["first", "on screen", "high", "cheap"])
+    }
+
     @Test("a task lets go of what its owner gave once it ran, was cancelled or dropped (no cycle keeps the original's bytes)")
     func releasesItsOwner() async throws {
         final class Owner: Sendable {}
@@ -144,11 +169,11 @@ struct ResizeLaneTests {
             let first = Owner(), second = Owner()
             ran = first
             cancelled = second
-            tasks.append(lane.submit(cost: 1, priority: .normal) { _ in
+            tasks.append(lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in
                 _ = first
                 gate.semaphore.wait()
             } dropped: { _ in _ = first } timedOut: { _ = first })
-            tasks.append(lane.submit(cost: 1, priority: .normal) { _ in _ = second } dropped: { _ in _ = second } timedOut: { _ = second })
+            tasks.append(lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in _ = second } dropped: { _ in _ = second } timedOut: { _ = second })
         }
         try await Self.wait { lane.load.running == 1 }
         tasks[1]?.cancel()
@@ -166,7 +191,7 @@ struct ResizeLaneTests {
         #expect(!ThreadPriority.niceness(ofThreadsNamed: ResizeLane.libvipsThreads).isEmpty)
         let lane = Self.lane(workers: 1, limit: .seconds(600))
         let seen = Mutex<Int32?>(nil)
-        _ = lane.submit(cost: 1, priority: .normal) { _ in seen.withLock { $0 = ThreadPriority.current } } dropped: { _ in } timedOut: {}
+        _ = lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in seen.withLock { $0 = ThreadPriority.current } } dropped: { _ in } timedOut: {}
         try await Self.wait { seen.withLock { $0 } != nil }
         #expect(seen.withLock { $0 } == ResizeLane.niceness)
         #expect(ThreadPriority.niceness(ofThreadsNamed: ResizeLane.libvipsThreads).allSatisfy { $0 >= ResizeLane.niceness })
@@ -181,7 +206,7 @@ struct ResizeLaneTests {
         let running = Atomic<Int>(0)
         let most = Atomic<Int>(0)
         for name in ["a", "b"] {
-            _ = lane.submit(cost: 60, priority: .normal) { _ in
+            _ = lane.submit(cost: 60, urgency: Urgency(.normal)) { _ in
                 let now = running.add(1, ordering: .relaxed).newValue
                 _ = most.max(now, ordering: .relaxed)
                 gate.add(name)
@@ -203,13 +228,13 @@ struct ResizeLaneTests {
         let lane = Self.lane(workers: 1, limit: .seconds(600))  // no watchdog here, however slow the machine
         let gate = Gate()
         let seen = Mutex<ResizeControl?>(nil)
-        let running = lane.submit(cost: 1, priority: .normal) { control in
+        let running = lane.submit(cost: 1, urgency: Urgency(.normal)) { control in
             seen.withLock { $0 = control }
             gate.add("running")
             while !control.isCancelled { usleep(1_000) }
             gate.add("stopped")
         } dropped: { _ in } timedOut: {}
-        let queued = lane.submit(cost: 1, priority: .normal) { _ in gate.add("never") } dropped: { _ in } timedOut: {}
+        let queued = lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in gate.add("never") } dropped: { _ in } timedOut: {}
         try await Self.wait { gate.entries == ["running"] }
         queued?.cancel()
         running?.cancel()
@@ -222,7 +247,7 @@ struct ResizeLaneTests {
     func watchdog() async throws {
         let lane = Self.lane(workers: 1, limit: .milliseconds(100))
         let gate = Gate()
-        _ = lane.submit(cost: 1, priority: .normal) { _ in
+        _ = lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in
             gate.semaphore.wait()  // one call libvips cannot stop
         } dropped: { _ in } timedOut: { gate.add("timed out") }
         try await Self.wait { gate.entries == ["timed out"] }
@@ -235,14 +260,14 @@ struct ResizeLaneTests {
     func stop() async throws {
         let lane = Self.lane(workers: 1, limit: .milliseconds(200))
         let gate = Gate()
-        _ = lane.submit(cost: 1, priority: .normal) { control in
+        _ = lane.submit(cost: 1, urgency: Urgency(.normal)) { control in
             while !control.isCancelled { usleep(1_000) }
         } dropped: { _ in } timedOut: {}
-        _ = lane.submit(cost: 1, priority: .normal) { _ in gate.add("never") } dropped: { gate.add("dropped \($0.code)") } timedOut: {}
+        _ = lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in gate.add("never") } dropped: { gate.add("dropped \($0.code)") } timedOut: {}
         try await Self.wait { lane.load.running == 1 }
         lane.stop()
         #expect(gate.entries == ["dropped shutting_down"])
         #expect(lane.load.running == 0)
-        #expect(lane.submit(cost: 1, priority: .normal) { _ in } dropped: { _ in } timedOut: {} == nil)
+        #expect(lane.submit(cost: 1, urgency: Urgency(.normal)) { _ in } dropped: { _ in } timedOut: {} == nil)
     }
 }

@@ -28,6 +28,7 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
         // Gated origins stay silent for as long as a test holds them; on a loaded machine
         // that can pass the default 10 s, and the fetch would end in 504 mid-test.
         configuration.upstream.lowSpeedSeconds = 120
+        configuration.upstream.timeoutMilliseconds = 300_000
         configure(&configuration)
         self.directory = directory
         self.configuration = configuration

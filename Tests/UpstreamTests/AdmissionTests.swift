@@ -8,17 +8,17 @@ struct AdmissionTests {
     final class Job: CustomStringConvertible {
         let name: String
         let host: String
-        var priority: Priority
+        let urgency: Urgency
         init(_ name: String, _ host: String, _ priority: Priority = .normal) {
             self.name = name
             self.host = host
-            self.priority = priority
+            self.urgency = Urgency(priority)
         }
         var description: String { name }
     }
 
     func admission(concurrent: Int, perHost: Int) -> Admission<Job> {
-        Admission(maxConcurrent: concurrent, maxPerHost: perHost, host: { $0.host }, priority: { $0.priority })
+        Admission(maxConcurrent: concurrent, maxPerHost: perHost, host: { $0.host }, rank: { $0.urgency.rank })
     }
 
     @Test("at most maxConcurrent run; freed slots go to the next, oldest first")
@@ -64,10 +64,38 @@ struct AdmissionTests {
         for _ in 0..<4 {
             let started = a.admit()
             order += started.map(\.name)
-            if order.count == 1 { low.priority = .high }  // a high-priority waiter joined the low fetch
+            if order.count == 1 { low.urgency.raise(to: .high) }  // a high-priority waiter joined the low fetch
             started.forEach { a.finished($0) }
         }
         #expect(order == ["high", "low", "normal1", "normal2"])
+    }
+
+    @Test("a focused job goes before every unfocused one, high priority included; unfocused, it falls back")
+    func focus() {
+        var a = admission(concurrent: 1, perHost: 10)
+        let high = Job("high", "h", .high)
+        let normal = Job("normal", "h")
+        let low = Job("low", "h", .low)
+        let later = Job("later", "h")
+        [high, normal, low, later].forEach { a.enqueue($0) }
+        low.urgency.focus()  // a batch's low-priority item came on screen
+        later.urgency.focus()
+        later.urgency.unfocus()  // ... and this one left it again
+        var order: [String] = []
+        for _ in 0..<4 {
+            let started = a.admit()
+            order += started.map(\.name)
+            started.forEach { a.finished($0) }
+        }
+        #expect(order == ["low", "high", "normal", "later"])
+        let twice = Urgency(.normal)
+        twice.focus()
+        twice.focus()
+        twice.unfocus()
+        #expect(twice.isFocused)  // two batches showed it; one still does
+        twice.unfocus()
+        twice.unfocus()  // more unfocus than focus never goes below none
+        #expect(!twice.isFocused && twice.rank == Urgency(.normal).rank)
     }
 
     @Test("a queued job can be taken out (cancel) and the queue emptied (shutdown)")

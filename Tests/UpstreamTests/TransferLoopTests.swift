@@ -16,6 +16,7 @@ struct TransferLoopTests {
         var configuration = TransferLoop.Configuration()  // connects anywhere: the origin is on loopback
         // A silent origin must outlast a loaded machine's slowest test step, not end in a timeout.
         configuration.lowSpeedSeconds = 120
+        configuration.timeoutMilliseconds = 300_000
         return TransferLoop(configuration: configuration)
     }
 

@@ -14,7 +14,10 @@ struct TransferLoopsTests {
         configuration.maxPerHost = maxPerHost
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
         configuration.maxQueued = maxQueued
-        configuration.lowSpeedSeconds = 120  // a held request must not end in a timeout on a loaded machine
+        // A held request must not end in a timeout on a loaded machine: when the whole suite
+        // runs on two cores a test can take over 30 s, the default limit of a whole transfer.
+        configuration.lowSpeedSeconds = 120
+        configuration.timeoutMilliseconds = 300_000
         return configuration
     }
 

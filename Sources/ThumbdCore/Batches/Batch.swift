@@ -20,7 +20,29 @@ public final class Batch: Sendable {
         var observer: UInt64?
         var lastProgress: ContinuousClock.Instant?
         var knewTotal = false
+        /// On screen now (`focus`); then every job it waits on is focused too.
+        var focused = false
+        /// The queue places of the jobs it waits on (its resize, its original's fetch).
+        var urgencies: [Urgency] = []
+        /// When it last left the screen (nil: on screen, or never shown).
+        var leftScreen: ContinuousClock.Instant?
+        /// Cancelled because it was off screen: taken up again if it comes back.
+        var cancelledOffscreen = false
         var isTerminal: Bool { state == .done || state == .failed || state == .cancelled }
+
+        /// Focuses or unfocuses the jobs it waits on (under the batch's lock).
+        mutating func setFocused(_ focused: Bool) {
+            guard focused != self.focused else { return }
+            self.focused = focused
+            for urgency in urgencies { if focused { urgency.focus() } else { urgency.unfocus() } }
+        }
+
+        /// It no longer waits on its jobs (finished, cancelled): its focus leaves them.
+        mutating func detach() {
+            if focused { for urgency in urgencies { urgency.unfocus() } }
+            urgencies = []
+            ticket = nil
+        }
     }
 
     private struct State {
@@ -31,6 +53,9 @@ public final class Batch: Sendable {
         var finishedAt: ContinuousClock.Instant?
     }
 
+    /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
+    let cancelOffscreen: Bool
+
     public let id: String
     let log: EventLog
     private let delivery: Delivery
@@ -38,7 +63,9 @@ public final class Batch: Sendable {
     private let progressInterval: Duration
     private let state: Mutex<State>
 
-    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery) {
+    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery,
+         cancelOffscreen: Bool = false) {
+        self.cancelOffscreen = cancelOffscreen
         self.delivery = delivery
         self.log = EventLog(delivery: delivery)
         self.id = id
@@ -47,6 +74,7 @@ public final class Batch: Sendable {
     }
 
     var isFinished: Bool { state.withLock { $0.finishedAt != nil } }
+    func url(of index: Int) -> String { state.withLock { $0.items[index].url } }
     var finishedAt: ContinuousClock.Instant? { state.withLock { $0.finishedAt } }
     var count: Int { state.withLock { $0.items.count } }
 
@@ -66,18 +94,61 @@ public final class Batch: Sendable {
 
     // MARK: Transitions
 
-    /// The item now waits on a flight (a fetch or a resize): remember how to leave it, and
-    /// follow the original's download when one runs.
-    func attach(_ index: Int, ticket: FlightTicket?, job: FetchJob?) {
+    /// The item now waits on a flight (a fetch or a resize): remember how to leave it,
+    /// follow the original's download when one runs, and, when it is on screen, put the
+    /// jobs it waits on (`urgencies`) at the head of their queues.
+    func attach(_ index: Int, ticket: FlightTicket?, job: FetchJob?, urgencies: [Urgency] = []) {
         let observer = job?.observeProgress { [weak self] progress in self?.progress(index, progress) }
         let orphaned = state.withLock { state -> Bool in
             if state.items[index].isTerminal { return true }  // finished before we got here
             state.items[index].ticket = ticket
             state.items[index].job = job
             state.items[index].observer = observer
+            state.items[index].urgencies = urgencies
+            if state.items[index].focused { for urgency in urgencies { urgency.focus() } }
             return false
         }
         if orphaned, let observer { job?.stopObserving(observer) }
+    }
+
+    /// What the page says is on screen now (`"focus"` in the POST, `POST …/focus`): those
+    /// items' jobs go to the head of their queues, the others' leave it. Returns the items
+    /// cancelled off screen that are back on it, to start again (state `queued` once more),
+    /// unless the batch has ended.
+    func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> [Int] {
+        state.withLock { state -> [Int] in
+            var back: [Int] = []
+            for index in state.items.indices {
+                let onScreen = indices.contains(index)
+                var item = state.items[index]
+                if onScreen {
+                    item.leftScreen = nil
+                } else if item.focused {
+                    item.leftScreen = now  // it was on screen and has just left it
+                }
+                if !item.isTerminal { item.setFocused(onScreen) } else { item.focused = onScreen }
+                if onScreen, item.cancelledOffscreen, state.finishedAt == nil {
+                    item.cancelledOffscreen = false
+                    item.state = .queued
+                    item.lastProgress = nil
+                    item.knewTotal = false
+                    state.cancelled -= 1
+                    back.append(index)
+                }
+                state.items[index] = item
+            }
+            return back
+        }
+    }
+
+    /// The items on screen now, in index order.
+    var focused: [Int] { state.withLock { $0.items.filter(\.focused).map(\.index) } }
+
+    /// With `cancelOffscreen`: cancels the unfinished items that left the screen at least
+    /// `after` ago. Returns the tickets to leave (outside our lock).
+    func cancelOffscreen(after: Duration, now: ContinuousClock.Instant = .now) -> [FlightTicket] {
+        guard cancelOffscreen else { return [] }
+        return cancel(where: { item in item.leftScreen.map { now - $0 >= after } ?? false }, offscreen: true)
     }
 
     func setSource(_ index: Int, src: String) {
@@ -126,15 +197,23 @@ public final class Batch: Sendable {
 
     /// Cancels every item not finished yet. Returns the tickets to leave (outside our lock).
     func cancel() -> [FlightTicket] {
+        cancel(where: { _ in true }, offscreen: false)
+    }
+
+    private func cancel(where chosen: (Item) -> Bool, offscreen: Bool) -> [FlightTicket] {
         var tickets: [FlightTicket] = []
         var observers: [(FetchJob, UInt64)] = []
         let woken = state.withLock { state -> [EventSubscriber] in
             var woken: [EventSubscriber] = []
-            for index in state.items.indices where !state.items[index].isTerminal {
+            for index in state.items.indices where !state.items[index].isTerminal && chosen(state.items[index]) {
                 let item = state.items[index]
                 if let ticket = item.ticket { tickets.append(ticket) }
                 if let job = item.job, let observer = item.observer { observers.append((job, observer)) }
+                state.items[index].detach()
+                state.items[index].job = nil
+                state.items[index].observer = nil
                 state.items[index].state = .cancelled
+                state.items[index].cancelledOffscreen = offscreen
                 state.cancelled += 1
                 woken = log.append("cancelled", """
                     {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url))}
@@ -152,6 +231,7 @@ public final class Batch: Sendable {
         let woken = state.withLock { state -> [EventSubscriber] in
             guard !state.items[index].isTerminal else { return [] }
             state.items[index].state = final
+            state.items[index].detach()
             if final == .done { state.done += 1 } else { state.failed += 1 }
             let item = state.items[index]
             if let job = item.job, let token = item.observer { observer = (job, token) }
@@ -187,7 +267,8 @@ public final class Batch: Sendable {
             let items = state.items.map { item in
                 """
                 {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
-                "src":\(Self.json(item.src)),"state":"\(item.state.rawValue)"}
+                "src":\(Self.json(item.src)),"state":"\(item.state.rawValue)",\
+                "focused":\(item.focused)}
                 """
             }
             let queued = state.items.filter { $0.state == .queued }.count

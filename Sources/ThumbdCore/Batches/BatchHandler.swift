@@ -1,6 +1,7 @@
 import HTTPServer
 
-/// `POST /batches`, `GET /batches/<id>`, `GET /batches/<id>/events`, `DELETE /batches/<id>`.
+/// `POST /batches`, `GET /batches/<id>`, `GET /batches/<id>/events`, `DELETE /batches/<id>`,
+/// `POST /batches/<id>/focus`.
 struct BatchHandler: Sendable {
     let registry: BatchRegistry
     let maxItems: Int
@@ -32,6 +33,17 @@ struct BatchHandler: Sendable {
             ], stream: subscriber))
         case (_, 3) where parts[2] == "events":
             return .response(Router.notAllowed("GET"))
+        case ("POST", 3) where parts[2] == "focus":
+            guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
+            do {
+                let indices = try BatchRequest.focus(body: request.body, of: batch.count)
+                registry.focus(batch, on: indices)
+                return .response(Response(status: 204, headers: [("Cache-Control", "no-store")]))
+            } catch {
+                return .response(.error(error))
+            }
+        case (_, 3) where parts[2] == "focus":
+            return .response(Router.notAllowed("POST"))
         default:
             return .response(.error(ThumbdError(.notFound, "no route for \(request.path)")))
         }

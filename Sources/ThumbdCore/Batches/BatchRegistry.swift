@@ -23,6 +23,14 @@ final class BatchRegistry: Sendable {
     /// Every open event stream, whether or not its batch is still kept: keepalives reach a
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
     private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
+    /// What each item of a kept batch asks for, to start it again when it comes back on
+    /// screen after it was cancelled off it.
+    private let specs = Mutex<[ItemKey: Item]>([:])
+
+    private struct ItemKey: Hashable {
+        let batch: String
+        let index: Int
+    }
 
     init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy,
          signer: URLSigner = URLSigner(keys: [])) {
@@ -59,7 +67,8 @@ final class BatchRegistry: Sendable {
         var generator = SystemRandomNumberGenerator()
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
         let batch = Batch(id: id, items: request.items,
-                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery)
+                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
+                          cancelOffscreen: request.cancelOffscreen)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
@@ -69,7 +78,12 @@ final class BatchRegistry: Sendable {
         guard admitted else {
             throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
-        for (index, entry) in request.items.enumerated() {
+        // What is on screen is started first: its fetches are queued (and connect) first,
+        // and its jobs carry the focus from the start.
+        _ = batch.focus(Set(request.focus))
+        let focused = Set(request.focus)
+        for index in request.focus + request.items.indices.filter({ !focused.contains($0) }) {
+            let entry = request.items[index]
             let own = index < request.itemParameters.count ? request.itemParameters[index] : [:]
             // Signed URLs: each item is signed as the /thumb request its src names, and its
             // src carries the signature; a wrong one fails this item only.
@@ -83,19 +97,22 @@ final class BatchRegistry: Sendable {
                 }
                 signature = "&sig=" + QueryValue.encode(sig)
             }
-            guard !own.isEmpty else {
-                start(batch, index: index, url: entry.url, item.signed(signature), requestID: requestID)
-                continue
+            let spec: Item
+            if own.isEmpty {
+                spec = item.signed(signature)
+            } else {
+                // This item's parameters win over the batch's; bad ones fail this item only.
+                do {
+                    let merged = request.parameters.merging(own) { $1 }
+                    spec = try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority)
+                        .signed(signature)
+                } catch {
+                    batch.fail(index, error: error)
+                    continue
+                }
             }
-            // This item's parameters win over the batch's; bad ones fail this item only.
-            do {
-                let merged = request.parameters.merging(own) { $1 }
-                start(batch, index: index, url: entry.url,
-                      try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority)
-                        .signed(signature), requestID: requestID)
-            } catch {
-                batch.fail(index, error: error)
-            }
+            specs.withLock { $0[ItemKey(batch: id, index: index)] = spec }
+            start(batch, index: index, url: entry.url, spec, requestID: requestID)
         }
         return batch
     }
@@ -106,6 +123,24 @@ final class BatchRegistry: Sendable {
     func cancel(_ batch: Batch) {
         let lookup = Lookup(source: source, variants: variants)
         for ticket in batch.cancel() { lookup.leave(ticket) }
+    }
+
+    /// `POST /batches/<id>/focus`: these items are on screen now. Their jobs go to the head
+    /// of their queues; items cancelled off screen that came back start again; with
+    /// `cancelOffscreen`, those that left are cancelled once they have been away
+    /// `offscreenCancelSeconds` (checked then, on the registry's queue).
+    func focus(_ batch: Batch, on indices: [Int]) {
+        for index in batch.focus(Set(indices)) {
+            guard let spec = specs.withLock({ $0[ItemKey(batch: batch.id, index: index)] }) else { continue }
+            start(batch, index: index, url: batch.url(of: index), spec, requestID: nil)
+        }
+        guard batch.cancelOffscreen else { return }
+        let after = Duration.seconds(configuration.offscreenCancelSeconds)
+        queue.asyncAfter(deadline: .now() + configuration.offscreenCancelSeconds) { [weak self, weak batch] in
+            guard let self, let batch else { return }
+            let lookup = Lookup(source: source, variants: variants)
+            for ticket in batch.cancelOffscreen(after: after) { lookup.leave(ticket) }
+        }
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
@@ -184,8 +219,8 @@ final class BatchRegistry: Sendable {
         case .ready(let ready, _):  // finished a moment ago, still being stored: a hit
             counters.count(.hit)
             deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
-        case .waiting(let ticket, let progress):
-            batch.attach(index, ticket: ticket, job: progress)
+        case .waiting(let ticket, let progress, let urgencies):
+            batch.attach(index, ticket: ticket, job: progress, urgencies: urgencies)
         }
     }
 
@@ -217,7 +252,7 @@ final class BatchRegistry: Sendable {
         let finish: @Sendable (String?) -> Void = { uri in
             if !once.exchange(true, ordering: .relaxed) { done(uri) }
         }
-        let task = variants.lane.submit(cost: plan.estimatedBytes, priority: .low) { control in
+        let task = variants.lane.submit(cost: plan.estimatedBytes, urgency: Urgency(.low)) { control in
             guard let tiny = try? thumbnailer.thumbnail(of: object.body, plan, control: control) else { return finish(nil) }
             let uri = "data:image/webp;base64," + Data(tiny.body.array).base64EncodedString()
             finish(uri.utf8.count <= maxPreviewBytes ? uri : nil)
@@ -237,10 +272,13 @@ final class BatchRegistry: Sendable {
     private func pruneFinished() {
         let now = ContinuousClock.now
         let retention = Duration.seconds(configuration.retentionSeconds)
+        var dropped: [String] = []
+        defer { forgetSpecs(of: dropped) }
         batches.withLock { batches in
             var finished: [(id: String, at: ContinuousClock.Instant, bytes: Int)] = []
             for (id, batch) in batches {
                 guard let at = batch.finishedAt else { continue }
+                dropped.append(id)  // ended: none of its items starts again
                 if now - at >= retention {
                     batches[id] = nil
                 } else {
@@ -256,6 +294,13 @@ final class BatchRegistry: Sendable {
                 bytes -= oldest.bytes
             }
         }
+    }
+
+    /// A batch that has ended starts nothing again: its items' specs can go.
+    private func forgetSpecs(of ids: [String]) {
+        guard !ids.isEmpty else { return }
+        let gone = Set(ids)
+        specs.withLock { specs in specs = specs.filter { !gone.contains($0.key.batch) } }
     }
 
     /// Memory held by finished batches (for tests and /stats).

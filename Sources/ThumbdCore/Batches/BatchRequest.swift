@@ -20,6 +20,10 @@ struct BatchRequest {
     var itemSignatures: [String?]
     /// `"preview": true`: each `done` also carries a tiny inline image.
     var preview: Bool
+    /// `"focus": [indices]`: the items on screen now, fetched and made first.
+    var focus: [Int]
+    /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
+    var cancelOffscreen: Bool
 
     init(body: Bytes, maxItems: Int) throws(ThumbdError) {
         let decoded: Body
@@ -36,6 +40,7 @@ struct BatchRequest {
         }
         priority = decoded.priority
         preview = decoded.preview
+        cancelOffscreen = decoded.cancelOffscreen
         thumbnailQuery = ThumbnailParameters.names.compactMap { name in decoded.parameters[name].map { (name, $0) } }
         parameters = decoded.parameters
         itemParameters = decoded.itemParameters
@@ -47,6 +52,27 @@ struct BatchRequest {
             throw ThumbdError(.tooManyItems, "a batch holds at most \(maxItems) items")
         }
         self.items = items
+        focus = try Self.indices(decoded.focus, of: items.count, "focus")
+    }
+
+    /// The body of `POST /batches/<id>/focus`: `{"items": [indices]}` (a bare list is taken
+    /// too), checked against the batch's `count` items.
+    static func focus(body: Bytes, of count: Int) throws(ThumbdError) -> [Int] {
+        struct Focus: Decodable { var items: [Int] }
+        let data = Data(body.array)
+        let decoder = JSONDecoder()
+        if let focus = try? decoder.decode(Focus.self, from: data) { return try indices(focus.items, of: count, "items") }
+        if let list = try? decoder.decode([Int].self, from: data) { return try indices(list, of: count, "items") }
+        throw .badRequest(.malformedJSON, "the body must be {\"items\": [item indices]}")
+    }
+
+    /// `"focus"`'s indices, checked against the batch's items (duplicates dropped, order kept).
+    static func indices(_ indices: [Int], of count: Int, _ name: String) throws(ThumbdError) -> [Int] {
+        if let wrong = indices.first(where: { !(0..<count).contains($0) }) {
+            throw .badRequest(.badParameter, "\(name) names item \(wrong); the batch has items 0 to \(count - 1)")
+        }
+        var seen = Set<Int>()
+        return indices.filter { seen.insert($0).inserted }
     }
 
     private struct Body: Decodable {
@@ -56,8 +82,10 @@ struct BatchRequest {
         var priority = Priority.normal
         var parameters: [String: String] = [:]
         var preview = false
+        var focus: [Int] = []
+        var cancelOffscreen = false
 
-        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview }
+        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, focus, cancelOffscreen }
 
         init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
@@ -76,6 +104,18 @@ struct BatchRequest {
                     throw ThumbdError.badRequest(.badParameter, "preview must be true or false")
                 }
                 preview = flag
+            }
+            if object.contains(.focus) {
+                guard let indices = try? object.decode([Int].self, forKey: .focus) else {
+                    throw ThumbdError.badRequest(.badParameter, "focus must be a list of item indices")
+                }
+                focus = indices
+            }
+            if object.contains(.cancelOffscreen) {
+                guard let flag = try? object.decode(Bool.self, forKey: .cancelOffscreen) else {
+                    throw ThumbdError.badRequest(.badParameter, "cancelOffscreen must be true or false")
+                }
+                cancelOffscreen = flag
             }
             if object.contains(.priority) {
                 guard let text = try? object.decode(String.self, forKey: .priority), let priority = Priority(parameter: text) else {

@@ -5,8 +5,14 @@ import Upstream
 
 /// What a flight runs: an upstream fetch (`FetchJob`) or a resize (`ResizeJob`).
 public protocol CoalescedJob: AnyObject, Sendable {
+    /// Its place in the queues it waits in: the highest priority of its waiters, and whether
+    /// one of them shows it on screen.
+    var urgency: Urgency { get }
+}
+
+extension CoalescedJob {
     /// A waiter with a higher priority joined.
-    func raisePriority(to priority: Priority)
+    func raisePriority(to priority: Priority) { urgency.raise(to: priority) }
 }
 
 extension FetchJob: CoalescedJob {}

@@ -59,8 +59,10 @@ struct Lookup: Sendable {
         case stale(CachedObject)
         /// A flight finished a moment ago and is being stored: its outcome, at once (a hit).
         case ready(FlightOutcome, stale: CachedObject?)
-        /// Waits for the flight; `progress`: the original's download, when one runs.
-        case waiting(FlightTicket, progress: FetchJob?)
+        /// Waits for the flight; `progress`: the original's download, when one runs;
+        /// `urgencies`: the queue places of the jobs it waits on (the resize and the
+        /// original's fetch), which a batch's focus moves.
+        case waiting(FlightTicket, progress: FetchJob?, urgencies: [Urgency])
     }
 
     /// Gets the outcome of a flight, exactly once unless the ticket leaves first; `stale`:
@@ -90,13 +92,15 @@ struct Lookup: Sendable {
                     waiter(outcome, role, stale)
                 }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
-                return .waiting(.fetch(joined.ticket), progress: joined.flight)
+                return .waiting(.fetch(joined.ticket), progress: joined.flight, urgencies: joined.flight.map { [$0.urgency] } ?? [])
             case .variant(let variant, of: let destination):
                 let joined = variants.make(variant, of: destination, priority: priority, stale: stale, requestID: requestID) {
                     outcome, role in waiter(outcome, role, stale)
                 }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
-                return .waiting(.resize(joined.ticket), progress: source.coalescer.job(for: destination.url))
+                let fetch = source.coalescer.job(for: destination.url)
+                return .waiting(.resize(joined.ticket), progress: fetch,
+                                urgencies: [joined.flight?.urgency, fetch?.urgency].compactMap { $0 })
             }
         }
     }

@@ -20,6 +20,10 @@ public struct BatchConfiguration: Sendable {
     public var retryMilliseconds = 3000
     /// `batches.progressIntervalMilliseconds`: at most one progress event per item this often.
     public var progressIntervalMilliseconds = 250
+    /// `batches.offscreenCancelSeconds`: in a batch posted with `"cancelOffscreen": true`, an
+    /// item that was on screen and has been off it this long is cancelled (it is taken up
+    /// again if it comes back). Long enough that a quick scroll back and forth keeps its work.
+    public var offscreenCancelSeconds = 2.0
 
     public init() {}
 
@@ -33,6 +37,7 @@ public struct BatchConfiguration: Sendable {
         keepaliveSeconds = try r.double("keepaliveSeconds", keepaliveSeconds)
         retryMilliseconds = try r.int("retryMilliseconds", retryMilliseconds)
         progressIntervalMilliseconds = try r.int("progressIntervalMilliseconds", progressIntervalMilliseconds)
+        offscreenCancelSeconds = try r.double("offscreenCancelSeconds", offscreenCancelSeconds)
         try validate()
     }
 
@@ -45,5 +50,6 @@ public struct BatchConfiguration: Sendable {
         try require(keepaliveSeconds >= 0.05, "batches.keepaliveSeconds", "must be at least 0.05")
         try require(retryMilliseconds >= 0, "batches.retryMilliseconds", "must not be negative")
         try require(progressIntervalMilliseconds >= 0, "batches.progressIntervalMilliseconds", "must not be negative")
+        try require(offscreenCancelSeconds >= 0, "batches.offscreenCancelSeconds", "must not be negative")
     }
 }

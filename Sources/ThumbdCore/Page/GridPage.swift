@@ -61,7 +61,10 @@ enum GridPage {
 (() => {
   const $ = (id) => document.getElementById(id);
   const grid = $("grid"), status = $("status"), bar = $("progress");
-  let source = null, batch = null, tiles = [], totals = {};
+  let source = null, batch = null, tiles = [], totals = {}, observer = null;
+  // `?cancelOffscreen=1`: tiles that left the screen a while ago are cancelled, and taken up
+  // again when they come back (a long list that must not load what the user skipped).
+  const cancelOffscreen = new URLSearchParams(location.search).get("cancelOffscreen") === "1";
   const brokenIcon = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
   const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
 
@@ -88,6 +91,7 @@ enum GridPage {
     $("fetch").disabled = false;
     $("cancel").disabled = true;
     if (source) { source.close(); source = null; }  // the server closes after "end"; do not reconnect
+    if (observer) { observer.disconnect(); observer = null; }
     bar.classList.toggle("done", ok);
   }
 
@@ -95,40 +99,67 @@ enum GridPage {
     const urls = $("urls").value.split(/\r?\n/).map((s) => s.trim()).filter(Boolean);
     if (!urls.length) { status.textContent = "Paste at least one URL."; return; }
     if (source) source.close();
-    grid.innerHTML = ""; bar.classList.remove("done");
+    if (observer) observer.disconnect();
+    grid.innerHTML = ""; bar.classList.remove("done"); batch = null;
     totals = { total: urls.length, done: 0, failed: 0, cancelled: 0, bytes: 0, ended: false };
     $("fetch").disabled = true; render();
-    // Tiles are asked for at their displayed size × devicePixelRatio, in the best format
-    // this browser takes, with a tiny preview to paint at once.
-    const probe = tile({ url: "" });
-    const side = Math.round(probe.querySelector(".frame").clientWidth * (window.devicePixelRatio || 1)) || 256;
-    probe.remove();
+    // The tiles are laid out first: they are asked for at their displayed size ×
+    // devicePixelRatio, in the best format this browser takes, with a tiny preview to paint
+    // at once; and the ones on screen now are named in the POST, so they come first.
+    tiles = urls.map((url) => tile({ url }));
+    const side = Math.round(tiles[0].querySelector(".frame").clientWidth * (window.devicePixelRatio || 1)) || 256;
+    const onScreen = new Set(tiles.map((el, i) => [el.getBoundingClientRect(), i])
+      .filter(([r]) => r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth).map(([, i]) => i));
     let response;
     try {
       response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json",
                                                                         "Accept": "image/avif,image/webp,*/*" },
                                            body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })),
-                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true }) });
+                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true,
+                                                                  focus: [...onScreen], cancelOffscreen }) });
     } catch (e) { status.textContent = "thumbd is not reachable."; finish(false); return; }
     const body = await response.json();
     if (!response.ok) { status.textContent = `Refused: ${body.message || body.error}`; finish(false); return; }
     batch = body.id;
-    tiles = body.items.map(tile);
+    body.items.forEach((item, i) => { tiles[i].title = item.url; });
     $("cancel").disabled = false;
+    // As the user scrolls, thumbd hears what is on screen (at most every 100 ms): those
+    // tiles go to the head of its queues.
+    const sent = batch;
+    let timer = 0;
+    observer = new IntersectionObserver((entries) => {
+      for (const e of entries) { if (e.isIntersecting) onScreen.add(+e.target.dataset.index); else onScreen.delete(+e.target.dataset.index); }
+      if (!timer) timer = setTimeout(() => {
+        timer = 0;
+        if (batch === sent && !totals.ended) fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
+                                                    body: JSON.stringify({ items: [...onScreen] }) }).catch(() => {});
+      }, 100);
+    });
+    tiles.forEach((el, i) => { el.dataset.index = i; observer.observe(el); });
     source = new EventSource(body.events);
     source.addEventListener("progress", (e) => {
       const d = JSON.parse(e.data), el = tiles[d.index];
       el.dataset.state = "fetching";
       el.querySelector(".pct").textContent = d.total ? Math.round(100 * d.received / d.total) + "%" : kb(d.received);
     });
+    // A preview made before its tile: painted blurred until the tile has loaded.
+    const paintPreview = (el, uri) => {
+      if (el.dataset.loaded === "1") return;
+      const preview = new Image();
+      preview.className = "preview"; preview.alt = ""; preview.src = uri;
+      el.querySelector(".frame").replaceChildren(preview);
+    };
+    source.addEventListener("preview", (e) => {
+      const d = JSON.parse(e.data);
+      paintPreview(tiles[d.index], d.preview);
+    });
     source.addEventListener("done", (e) => {
       const d = JSON.parse(e.data), el = tiles[d.index], frame = el.querySelector(".frame");
+      if (el.dataset.state === "cancelled") { totals.cancelled--; el.className = "tile"; }  // back on screen, made after all
       const img = new Image();
       img.alt = d.url; img.decoding = "async";
-      if (d.preview) {  // blurred at once; the real tile replaces it when it has loaded
-        const preview = new Image();
-        preview.className = "preview"; preview.alt = ""; preview.src = d.preview;
-        frame.replaceChildren(preview);
+      if (d.preview) paintPreview(el, d.preview);
+      if (frame.querySelector("img.preview")) {  // the real tile replaces the preview when it has loaded
         img.onload = () => { frame.replaceChildren(img); el.dataset.loaded = "1"; };
       } else {
         img.onload = () => { el.dataset.loaded = "1"; };

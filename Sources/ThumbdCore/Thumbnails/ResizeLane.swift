@@ -16,7 +16,8 @@ import Upstream
 /// - at most `maxQueued` waiting: past that `submit` refuses at once (503 `busy`);
 /// - admission by memory: a resize starts only while the estimates of those running plus its
 ///   own fit `maxMemoryBytes` (one alone always may: the plan refused any larger);
-/// - the queue is ordered by priority, then the cheaper first, then the older;
+/// - the queue is ordered by urgency (a task on a screen first, then by priority: read at
+///   each decision, as a batch's focus moves), then the cheaper first, then the older;
 /// - a task whose waiters all left is dropped from the queue, or stopped while it runs
 ///   (`ResizeControl.cancel`: libvips stops at its next tile);
 /// - a watchdog answers a running task's waiters 503 once `timeLimit` + `watchdogSlack` has
@@ -37,7 +38,7 @@ final class ResizeLane: Sendable {
     /// (the variant source's), which completes the flight; a flight answers once.
     final class Task: Sendable {
         let cost: Int
-        let priority: Priority
+        let urgency: Urgency
         fileprivate let sequence: UInt64
         fileprivate let state = Mutex(Phase.queued)
         /// What the owner gave: held until the task has run, been dropped or cancelled, and
@@ -58,10 +59,10 @@ final class ResizeLane: Sendable {
             case done
         }
 
-        init(cost: Int, priority: Priority, sequence: UInt64, run: @escaping @Sendable (ResizeControl) -> Void,
+        init(cost: Int, urgency: Urgency, sequence: UInt64, run: @escaping @Sendable (ResizeControl) -> Void,
              dropped: @escaping @Sendable (ThumbdError) -> Void, timedOut: @escaping @Sendable () -> Void) {
             self.cost = cost
-            self.priority = priority
+            self.urgency = urgency
             self.sequence = sequence
             handlers = Mutex(Handlers(run: run, dropped: dropped, timedOut: timedOut))
         }
@@ -122,10 +123,11 @@ final class ResizeLane: Sendable {
             state.withLock { if case .running = $0 { true } else { false } }
         }
 
-        fileprivate func orderedBefore(_ other: Task) -> Bool {
-            if priority != other.priority { return priority > other.priority }
-            if cost != other.cost { return cost < other.cost }
-            return sequence < other.sequence
+        /// The order of the queue: (rank, cost, sequence) compares as "starts first".
+        fileprivate static func startsBefore(_ a: (rank: Int, task: Task), _ b: (rank: Int, task: Task)) -> Bool {
+            if a.rank != b.rank { return a.rank > b.rank }
+            if a.task.cost != b.task.cost { return a.task.cost < b.task.cost }
+            return a.task.sequence < b.task.sequence
         }
     }
 
@@ -195,17 +197,16 @@ final class ResizeLane: Sendable {
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
     /// caller answers 503), else the task (to cancel it when its waiters leave).
-    func submit(cost: Int, priority: Priority, run: @escaping @Sendable (ResizeControl) -> Void,
+    func submit(cost: Int, urgency: Urgency, run: @escaping @Sendable (ResizeControl) -> Void,
                 dropped: @escaping @Sendable (ThumbdError) -> Void, timedOut: @escaping @Sendable () -> Void) -> Task? {
         let task = state.withLock { state -> Task? in
             state.queue.removeAll { $0.isCancelled }
             // maxQueued counts those that wait: a free worker takes one more at once.
             guard !state.stopped, state.queue.count < configuration.maxQueued + state.idleWorkers.count else { return nil }
             state.nextSequence += 1
-            let task = Task(cost: cost, priority: priority, sequence: state.nextSequence, run: run, dropped: dropped,
+            let task = Task(cost: cost, urgency: urgency, sequence: state.nextSequence, run: run, dropped: dropped,
                             timedOut: timedOut)
-            let index = state.queue.firstIndex { task.orderedBefore($0) } ?? state.queue.endIndex
-            state.queue.insert(task, at: index)
+            state.queue.append(task)
             return task
         }
         if task != nil { pump() }
@@ -218,8 +219,16 @@ final class ResizeLane: Sendable {
             state.queue.removeAll { $0.isCancelled }
             guard !state.idleWorkers.isEmpty else { return nil }
             let budget = configuration.maxMemoryBytes
-            guard let index = state.queue.firstIndex(where: { state.running == 0 || state.memoryInUse + $0.cost <= budget })
-            else { return nil }
+            // The first in the queue's order whose memory fits (urgencies change while tasks
+            // wait, so the order is taken now; the queue holds at most maxQueued + workers).
+            var best: (rank: Int, task: Task, index: Int)?
+            for (index, task) in state.queue.enumerated() where state.running == 0 || state.memoryInUse + task.cost <= budget {
+                let candidate = (rank: task.urgency.rank, task: task)
+                if best.map({ Task.startsBefore(candidate, ($0.rank, $0.task)) }) ?? true {
+                    best = (candidate.rank, task, index)
+                }
+            }
+            guard let index = best?.index else { return nil }
             let task = state.queue.remove(at: index)
             state.running += 1
             state.memoryInUse += task.cost

@@ -11,22 +11,17 @@ import Upstream
 /// abandons it: a queued resize is never started, a running one is stopped.
 final class ResizeJob: CoalescedJob {
     private struct State {
-        var priority: Priority
         var abandoned = false
         var task: ResizeLane.Task?
     }
 
-    private let state: Mutex<State>
+    private let state = Mutex(State())
+    /// Read by the lane at each decision: a focus that changes while the resize waits moves it.
+    let urgency: Urgency
 
     init(priority: Priority) {
-        state = Mutex(State(priority: priority))
+        urgency = Urgency(priority)
     }
-
-    func raisePriority(to priority: Priority) {
-        state.withLock { $0.priority = max($0.priority, priority) }
-    }
-
-    var priority: Priority { state.withLock { $0.priority } }
 
     /// The last waiter left.
     func abandon() {
@@ -143,7 +138,7 @@ final class VariantSource: Sendable {
             flights.complete(key: key, job: job, with: .failure(ThumbdError(error)))
             return
         }
-        let task = lane.submit(cost: plan.estimatedBytes, priority: job.priority) { [self] control in
+        let task = lane.submit(cost: plan.estimatedBytes, urgency: job.urgency) { [self] control in
             resize(original, plan, control: control, key: key, job: job, requestID: requestID)
         } dropped: { [flights] error in
             flights.complete(key: key, job: job, with: .failure(error))

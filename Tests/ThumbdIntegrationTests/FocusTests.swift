@@ -1,0 +1,114 @@
+import Foundation
+import ThumbdCore
+import ThumbdTesting
+import Testing
+
+/// What a page says is on screen (`"focus"` in the POST, `POST /batches/<id>/focus`) orders
+/// the queues; with `cancelOffscreen`, what left the screen is cancelled and taken up again.
+@Suite("Batches: what is on screen first")
+struct FocusTests {
+    /// The origin paths of `names`, in the order the origin received them.
+    static func order(_ origin: TestOrigin, of names: [String]) async throws -> [String] {
+        try await origin.stats().order.filter { names.contains($0) }
+    }
+
+    /// One fetch at a time, the slot held by a gated request: the batch's items queue
+    /// behind it, in the order focus gives them.
+    static func oneAtATime(_ configuration: inout ThumbdConfiguration) {
+        configuration.upstream.maxConcurrent = 1
+    }
+
+    @Test("focus in the POST starts those items first; POST /focus moves a queued item ahead of them", arguments: ["", ",\"w\":16"])
+    func focusOrdersTheUpstreamQueue(thumbnail: String) async throws {
+        try await withOriginAndDaemon(Self.oneAtATime) { origin, daemon in
+            let blocker = try RawConnection(port: daemon.port)
+            try blocker.send("GET", origin.thumb("/gate/slot\(thumbnail.isEmpty ? "o" : "v")"))
+            #expect(try await eventually { try await origin.stats().order.contains { $0.hasPrefix("/gate/slot") } })
+            let names = (0..<6).map { "/img/f\($0)\(thumbnail.isEmpty ? "o" : "v").jpg" }
+            let batch = try await daemon.createBatch(names.map { origin.url($0) }, extra: ",\"focus\":[4]\(thumbnail)")
+            let focused = try await request(daemon.port, "/batches/\(batch.id)/focus", method: "POST",
+                                            headers: ["Content-Type": "application/json"], body: "{\"items\":[2]}")
+            #expect(focused.status == 204)
+            let snapshot = try await request(daemon.port, "/batches/\(batch.id)").json
+            let flags = (snapshot["items"] as? [[String: Any]] ?? []).map { $0["focused"] as? Bool }
+            #expect(flags == [false, false, true, false, false, false])
+            try await origin.release("slot\(thumbnail.isEmpty ? "o" : "v")")
+            let events = try await daemon.allEvents(batch.events).parser.events
+            #expect(events.filter { $0.type == "done" }.count == 6)
+            // Item 2 was moved ahead of all; item 4 was queued first by the POST's focus.
+            let expected = [2, 4, 0, 1, 3, 5].map { names[$0] }
+            #expect(try await Self.order(origin, of: names) == expected)
+            #expect(try await blocking { try blocker.read() }.status == 200)
+        }
+    }
+
+    @Test("cancelOffscreen: an item off screen long enough is cancelled (its fetch aborted); back on screen it starts again")
+    func cancelOffscreen() async throws {
+        try await withOriginAndDaemon({ $0.batches.offscreenCancelSeconds = 0.2 }) { origin, daemon in
+            let names = (0..<4).map { "/gate/c\($0)" }
+            let batch = try await daemon.createBatch(names.map { origin.url($0) }, extra: ",\"focus\":[0,1],\"cancelOffscreen\":true")
+            for name in names { #expect(try await eventually { try await origin.requests(name) == 1 }) }
+            let scrolled = try await request(daemon.port, "/batches/\(batch.id)/focus", method: "POST",
+                                             headers: ["Content-Type": "application/json"], body: "{\"items\":[2,3]}")
+            #expect(scrolled.status == 204)
+            #expect(try await eventually {
+                let aborted = try await origin.stats().aborted
+                return aborted["/gate/c0"] == 1 && aborted["/gate/c1"] == 1
+            })
+            var snapshot = try await request(daemon.port, "/batches/\(batch.id)").json
+            #expect((snapshot["counts"] as? [String: Any])?["cancelled"] as? Int == 2)
+            // Item 0 comes back on screen (2 and 3 stay): it is queued and fetched again; item 1
+            // stays cancelled.
+            _ = try await request(daemon.port, "/batches/\(batch.id)/focus", method: "POST",
+                                  headers: ["Content-Type": "application/json"], body: "{\"items\":[0,2,3]}")
+            #expect(try await eventually { try await origin.requests("/gate/c0") == 2 })
+            snapshot = try await request(daemon.port, "/batches/\(batch.id)").json
+            #expect((snapshot["counts"] as? [String: Any])?["cancelled"] as? Int == 1)
+            for name in ["c0", "c2", "c3"] { try await origin.release(name) }
+            let events = try await daemon.allEvents(batch.events).parser.events
+            let done = Set(events.filter { $0.type == "done" }.compactMap { payload($0)["index"] as? Int })
+            #expect(done == [0, 2, 3])
+            #expect(events.filter { $0.type == "cancelled" }.compactMap { payload($0)["index"] as? Int }.sorted() == [0, 1])
+            #expect(payload(events.last!)["cancelled"] as? Int == 1 && payload(events.last!)["done"] as? Int == 3)
+            // Items 2 and 3 never left the screen; item 1 was never cancelled twice.
+            let stats = try await origin.stats()
+            #expect(stats.aborted["/gate/c2"] == nil && stats.requests["/gate/c1"] == 1)
+        }
+    }
+
+    @Test("without cancelOffscreen nothing is cancelled for leaving the screen")
+    func offscreenKeptByDefault() async throws {
+        try await withOriginAndDaemon({ $0.batches.offscreenCancelSeconds = 0.05 }) { origin, daemon in
+            let batch = try await daemon.createBatch([origin.url("/gate/k0"), origin.url("/img/k1.jpg")], extra: ",\"focus\":[0]")
+            #expect(try await eventually { try await origin.requests("/gate/k0") == 1 })
+            _ = try await request(daemon.port, "/batches/\(batch.id)/focus", method: "POST",
+                                  headers: ["Content-Type": "application/json"], body: "{\"items\":[1]}")
+            try await Task.sleep(for: .milliseconds(300))
+            try await origin.release("k0")
+            let events = try await daemon.allEvents(batch.events).parser.events
+            #expect(events.filter { $0.type == "done" }.count == 2)
+            #expect(try await origin.aborted("/gate/k0") == 0)
+        }
+    }
+
+    @Test("a bad focus is a clear 4xx: an index out of range, not a list, an unknown batch, a wrong method")
+    func badFocus() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let outOfRange = try await request(daemon.port, "/batches", method: "POST", headers: ["Content-Type": "application/json"],
+                                               body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"],\"focus\":[1]}")
+            #expect(outOfRange.status == 400 && outOfRange.json["error"] as? String == "bad_parameter")
+            let batch = try await daemon.createBatch([origin.url("/img/y.jpg")])
+            let cases: [(String, String, String, Int)] = [
+                ("POST", "/batches/\(batch.id)/focus", "{\"items\":[5]}", 400),
+                ("POST", "/batches/\(batch.id)/focus", "{\"items\":\"all\"}", 400),
+                ("POST", "/batches/0123/focus", "{\"items\":[0]}", 404),
+                ("GET", "/batches/\(batch.id)/focus", "", 405),
+            ]
+            for (method, path, body, status) in cases {
+                let answer = try await request(daemon.port, path, method: method, headers: ["Content-Type": "application/json"], body: body)
+                #expect(answer.status == status, "\(method) \(path) \(body)")
+                #expect(answer.json["error"] is String)
+            }
+        }
+    }
+}
