@@ -107,8 +107,17 @@ public final class Thumbnailer: Sendable {
         return try thumbnail(of: body, plan, control: ResizeControl(timeLimit: configuration.timeLimit))
     }
 
-    /// Makes the thumbnail `plan` describes, stopped by `control`.
-    public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl) throws(ThumbnailerError) -> Thumbnail {
+    /// The preview `thumbnail(…, preview:)` makes: a WebP that fits 16×16, quality 40 (a few
+    /// hundred bytes, painted blurred).
+    public static let previewBox = 16
+    public static let previewQuality = 40
+
+    /// Makes the thumbnail `plan` describes, stopped by `control`. With `preview`, a tiny
+    /// WebP of the same pixels is made between the resize and the encode (the encode, AVIF
+    /// above all, is the slow part) and handed to `preview` before the encode starts: one
+    /// decode gives both. A preview that cannot be made is skipped; the thumbnail goes on.
+    public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl,
+                          preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
         let spec = plan.spec
         let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
@@ -151,6 +160,7 @@ public final class Thumbnailer: Sendable {
         guard final.width * final.height <= configuration.maxOutputPixels else {
             throw .outputTooLarge(width: final.width, height: final.height, limit: configuration.maxOutputPixels)
         }
+        if let preview, let tiny = try? Self.preview(of: final) { preview(tiny) }
         control.watch(final.raw)
         var buffer: UnsafeMutableRawPointer?
         var length = 0
@@ -160,6 +170,23 @@ public final class Thumbnailer: Sendable {
         defer { thumbd_vips_free(buffer) }
         let bytes = Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length))
         return Thumbnail(body: bytes, format: spec.format, width: final.width, height: final.height)
+    }
+
+    /// A preview of decoded pixels (the tile's, already small): resized to fit
+    /// `previewBox`, encoded as WebP.
+    private static func preview(of image: VipsImageHandle) throws(ThumbnailerError) -> Thumbnail {
+        let tiny = try VipsImageHandle(else: { .resizeRefused($0) }) {
+            thumbd_vips_resize(image.raw, Int32(previewBox), Int32(previewBox), Int32(VIPS_SIZE_BOTH.rawValue),
+                               Int32(VIPS_INTERESTING_NONE.rawValue), &$0)
+        }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard thumbd_vips_save(tiny.raw, ImageFormat.webp.code, Int32(previewQuality), &buffer, &length) == 0, let buffer else {
+            throw .failed(takeError())
+        }
+        defer { thumbd_vips_free(buffer) }
+        return Thumbnail(body: Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length)), format: .webp,
+                         width: tiny.width, height: tiny.height)
     }
 
     /// An encoded test image: a gradient with noise (so it compresses like a photo, not a

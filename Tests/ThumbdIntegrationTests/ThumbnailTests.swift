@@ -1,5 +1,6 @@
 import Foundation
 import Support
+import ThumbdCore
 import Testing
 import ThumbdClient
 import ThumbdTesting
@@ -113,29 +114,93 @@ struct ThumbnailTests {
         }
     }
 
-    @Test("a batch with w and preview: done.src is the variant, which is then a hit; previews are tiny data URIs")
+    /// Each item's preview (from a `preview` event or from `done`) and whether it came before `done`.
+    static func previews(_ events: [EventStreamParser.Event]) throws -> [Int: (uri: String, event: Bool, beforeDone: Bool)] {
+        var previews: [Int: (String, Bool, Bool)] = [:]
+        var done = Set<Int>()
+        for event in events {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+            guard let index = object["index"] as? Int else { continue }
+            if event.type == "preview", let uri = object["preview"] as? String {
+                #expect(previews[index] == nil, "two previews for item \(index)")
+                previews[index] = (uri, true, !done.contains(index))
+            }
+            if event.type == "done" {
+                done.insert(index)
+                if let uri = object["preview"] as? String {
+                    #expect(previews[index] == nil, "two previews for item \(index)")
+                    previews[index] = (uri, false, false)
+                }
+            }
+        }
+        return previews
+    }
+
+    /// Runs a batch to its end and returns its events.
+    static func batchEvents(_ daemon: TestDaemon, _ body: String) async throws -> [EventStreamParser.Event] {
+        let created = try await request(daemon.port, "/batches", method: "POST", headers: json, body: body)
+        #expect(created.status == 201, "\(created.text)")
+        let events = try #require(created.json["events"] as? String)
+        let client = try await blocking { try EventStreamClient(port: daemon.port, path: events) }
+        try await blocking { try client.read(seconds: 20) }
+        return client.parser.events
+    }
+
+    @Test("previews: made from the tile's own decode and sent before its done; stored, so a warm batch sends them in done and makes none")
     func batch() async throws {
         try await withOriginAndDaemon { origin, daemon in
             try await origin.put("b1.jpg", Self.thumbnailer.testImage(width: 1000, height: 700).array)
             try await origin.put("b2.jpg", Self.thumbnailer.testImage(width: 700, height: 1000).array)
             let body = "{\"urls\":[\"\(origin.url("/file/b1.jpg"))\",\"\(origin.url("/file/b2.jpg"))\"],\"w\":120,\"h\":120,\"preview\":true}"
-            let created = try await request(daemon.port, "/batches", method: "POST", headers: json, body: body)
-            #expect(created.status == 201)
-            let events = try #require(created.json["events"] as? String)
-            let client = try await blocking { try EventStreamClient(port: daemon.port, path: events) }
-            try await blocking { try client.read(seconds: 20) }
-            let done = client.parser.events.filter { $0.type == "done" }
+            let cold = try await Self.batchEvents(daemon, body)
+            let done = cold.filter { $0.type == "done" }
             #expect(done.count == 2)
+            let made = try Self.previews(cold)
+            #expect(made.count == 2)
+            for (_, preview) in made {
+                #expect(preview.event && preview.beforeDone)  // cold: its own event, ahead of done
+                #expect(preview.uri.hasPrefix("data:image/webp;base64,") && preview.uri.utf8.count <= 600)
+                let bytes = try #require(Data(base64Encoded: String(preview.uri.dropFirst("data:image/webp;base64,".count))))
+                let header = try Self.thumbnailer.header(of: Bytes(Array(bytes)))
+                #expect(max(header.width, header.height) == 16)
+            }
             for event in done {
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
                 let src = try #require(object["src"] as? String)
                 #expect(src.contains("&w=120&h=120"))
-                let preview = try #require(object["preview"] as? String)
-                #expect(preview.hasPrefix("data:image/webp;base64,") && preview.utf8.count <= 600)
                 let tile = try await request(daemon.port, src)
                 #expect(tile[header: "X-Thumbd-Cache"] == "hit")
                 #expect(try (Self.header(tile).width, Self.header(tile).height) == (120, 120))
             }
+            // Warm: every done carries its stored preview; none is made again.
+            let warm = try await Self.batchEvents(daemon, body)
+            let stored = try Self.previews(warm)
+            #expect(stored.count == 2 && stored.values.allSatisfy { !$0.event })
+            #expect(Set(stored.values.map(\.uri)) == Set(made.values.map(\.uri)))
+            #expect(warm.filter { $0.type == "done" }.allSatisfy { (payload($0)["cache"] as? String) == "hit" })
+        }
+    }
+
+    @Test("previews never delay a tile: a tile cached without one is done at once, its preview follows, and is stored")
+    func previewAfterDone() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            try await origin.put("c1.jpg", Self.thumbnailer.testImage(width: 900, height: 600).array)
+            // The variant is made by a plain /thumb request: no preview with it.
+            #expect(try await request(daemon.port, origin.thumb("/file/c1.jpg", "&w=100&h=100")).status == 200)
+            let body = "{\"urls\":[\"\(origin.url("/file/c1.jpg"))\"],\"w\":100,\"h\":100,\"preview\":true}"
+            let first = try await Self.batchEvents(daemon, body)
+            let types = first.map(\.type)
+            let made = try Self.previews(first)
+            #expect(made[0].map { $0.event && !$0.beforeDone } == true, "\(types)")  // done first, then the preview
+            let again = try Self.previews(try await Self.batchEvents(daemon, body))
+            #expect(again[0].map { !$0.event && $0.uri == made[0]?.uri } == true)  // stored: now in done
+            // Originals (no w/h) get theirs the same way: after done, from the image itself.
+            let originals = try await Self.batchEvents(daemon, "{\"urls\":[\"\(origin.url("/file/c1.jpg"))\"],\"preview\":true}")
+            #expect(try Self.previews(originals)[0].map { $0.event && !$0.beforeDone } == true, "\(originals.map(\.type))")
+            // Purging the URL takes its previews with it.
+            #expect(try await request(daemon.port, "/cache?url=\(origin.url("/file/c1.jpg").queryEncoded)", method: "DELETE").status == 200)
+            let purged = try Self.previews(try await Self.batchEvents(daemon, body))
+            #expect(purged[0].map { $0.event } == true)
         }
     }
 

@@ -28,6 +28,8 @@ public final class Batch: Sendable {
         var leftScreen: ContinuousClock.Instant?
         /// Cancelled because it was off screen: taken up again if it comes back.
         var cancelledOffscreen = false
+        /// Its preview went out (in a `preview` event or in `done`).
+        var previewSent = false
         var isTerminal: Bool { state == .done || state == .failed || state == .cancelled }
 
         /// Focuses or unfocuses the jobs it waits on (under the batch's lock).
@@ -51,6 +53,9 @@ public final class Batch: Sendable {
         var failed = 0
         var cancelled = 0
         var finishedAt: ContinuousClock.Instant?
+        /// Previews being made for items already done: `end` waits for them (each ends once:
+        /// made, dropped, refused or timed out).
+        var pendingPreviews = 0
     }
 
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
@@ -175,7 +180,50 @@ public final class Batch: Sendable {
         wake(woken)
     }
 
+    /// The item's preview, in an event of its own: sent once, before `done` when the tile is
+    /// still being made (or after it, when the image came from the cache without one); not
+    /// for an item that failed or was cancelled.
+    func preview(_ index: Int, _ uri: String) {
+        let woken = state.withLock { state -> [EventSubscriber] in appendPreview(index, uri, &state) }
+        wake(woken)
+    }
+
+    private func appendPreview(_ index: Int, _ uri: String, _ state: inout State) -> [EventSubscriber] {
+        let item = state.items[index]
+        guard state.finishedAt == nil, !item.previewSent, item.state != .failed, item.state != .cancelled else { return [] }
+        state.items[index].previewSent = true
+        return log.append("preview", """
+            {"index":\(index),"id":\(Self.json(item.clientID)),"preview":\(JSONText.quote(uri))}
+            """)
+    }
+
+    /// A preview will be made for an item that is (about to be) done: `end` waits for it.
+    func expectPreview() {
+        state.withLock { state in if state.finishedAt == nil { state.pendingPreviews += 1 } }
+    }
+
+    /// The preview `expectPreview` announced is made (`uri`) or will not be (nil).
+    func previewFinished(_ index: Int, _ uri: String?) {
+        let woken = state.withLock { state -> [EventSubscriber] in
+            guard state.finishedAt == nil, state.pendingPreviews > 0 else { return [] }
+            state.pendingPreviews -= 1
+            let woken = uri.map { appendPreview(index, $0, &state) } ?? []
+            return endIfComplete(&state) ?? woken
+        }
+        wake(woken)
+    }
+
+    func previewSent(_ index: Int) -> Bool { state.withLock { $0.items[index].previewSent } }
+
     func succeed(_ index: Int, object: CachedObject, cache: String, preview: String? = nil) {
+        // A preview already sent is not repeated in `done`.
+        let preview = preview.flatMap { uri in
+            state.withLock { state -> String? in
+                guard !state.items[index].previewSent else { return nil }
+                state.items[index].previewSent = true
+                return uri
+            }
+        }
         finish(index, as: .done) { item, elapsed in
             """
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
@@ -195,9 +243,11 @@ public final class Batch: Sendable {
         }
     }
 
-    /// Cancels every item not finished yet. Returns the tickets to leave (outside our lock).
+    /// Cancels every item not finished yet, and the previews still being made. Returns the
+    /// tickets to leave (outside our lock).
     func cancel() -> [FlightTicket] {
-        cancel(where: { _ in true }, offscreen: false)
+        state.withLock { $0.pendingPreviews = 0 }
+        return cancel(where: { _ in true }, offscreen: false)
     }
 
     private func cancel(where chosen: (Item) -> Bool, offscreen: Bool) -> [FlightTicket] {
@@ -246,7 +296,7 @@ public final class Batch: Sendable {
     /// Appends `end` once every item is final. Returns the subscribers to wake then (every
     /// subscriber of the log, the same set the event before it returned: wake them once).
     private func endIfComplete(_ state: inout State) -> [EventSubscriber]? {
-        guard state.finishedAt == nil, state.items.allSatisfy(\.isTerminal) else { return nil }
+        guard state.finishedAt == nil, state.pendingPreviews == 0, state.items.allSatisfy(\.isTerminal) else { return nil }
         state.finishedAt = .now
         let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
         _ = log.append("end", """

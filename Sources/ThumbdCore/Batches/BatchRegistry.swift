@@ -201,70 +201,55 @@ final class BatchRegistry: Sendable {
         }
         batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(destination.url) + item.query)
         let target: LookupTarget = item.variant.map { .variant($0, of: destination) } ?? .original(destination)
+        let key = target.key
         let counters = source.counters
         let lookup = Lookup(source: source, variants: variants)
-        let answer = lookup.request(target, priority: item.priority, requestID: requestID) { [self] outcome, role, _ in
+        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview) {
+            [self] outcome, role, _ in
             let result = CacheResult.of(role, try? outcome.get())
             counters.count(result)
-            deliver(outcome, item, to: batch, index: index, cache: result.rawValue)
+            deliver(outcome, item, key: key, to: batch, index: index, cache: result.rawValue)
         }
         switch answer {
         case .hit(let stored):
             counters.count(.hit)
-            deliver(.success(stored), item, to: batch, index: index, cache: "hit")
+            deliver(.success(stored), item, key: key, to: batch, index: index, cache: "hit")
         case .stale(let stale):
             // Within its grace, as for /thumb: the tile now, one refresh behind it.
             counters.count(.stale)
-            deliver(.success(stale), item, to: batch, index: index, cache: "stale")
+            deliver(.success(stale), item, key: key, to: batch, index: index, cache: "stale")
         case .ready(let ready, _):  // finished a moment ago, still being stored: a hit
             counters.count(.hit)
-            deliver(ready, item, to: batch, index: index, cache: CacheResult.hit.rawValue)
-        case .waiting(let ticket, let progress, let urgencies):
+            deliver(ready, item, key: key, to: batch, index: index, cache: CacheResult.hit.rawValue)
+        case .waiting(let ticket, let progress, let urgencies, let resize):
             batch.attach(index, ticket: ticket, job: progress, urgencies: urgencies)
+            // The preview made from the resize's decode, as soon as it exists (before `done`).
+            if item.preview, let resize {
+                resize.observePreview { [weak batch] uri in batch?.preview(index, uri) }
+            }
         }
     }
 
-    private func deliver(_ outcome: FlightOutcome, _ item: Item, to batch: Batch, index: Int, cache: String) {
+    /// Answers the item. With previews, `done` carries the stored preview when there is one;
+    /// else `done` goes at once and a preview is made from the image just delivered (a tile,
+    /// or an original) and follows in its own event, unless one was sent already.
+    private func deliver(_ outcome: FlightOutcome, _ item: Item, key: String, to batch: Batch, index: Int, cache: String) {
         switch outcome {
         case .success(let object) where object.status != 200:
             batch.fail(index, error: .upstreamStatus(object.status))
         case .success(let object) where item.preview:
-            // A 16-pixel-wide WebP, planned on the processing stage and made in the resize
-            // lane like any thumbnail: a tile whose preview cannot be made (refused, queue
-            // full, too slow) is done without one.
-            source.stage.submit { [variants] in Self.preview(of: object, variants) { preview in
-                batch.succeed(index, object: object, cache: cache, preview: preview)
-            } }
+            let stored = batch.previewSent(index) ? nil : Previews.stored(of: key, in: source)
+            let make = stored == nil && !batch.previewSent(index)
+            if make { batch.expectPreview() }  // `end` waits for it; `done` does not
+            batch.succeed(index, object: object, cache: cache, preview: stored)
+            guard make else { return }
+            Previews.make(from: object, variants) { [weak batch] uri in batch?.previewFinished(index, uri) }
         case .success(let object):
             batch.succeed(index, object: object, cache: cache)
         case .failure(let error):
             batch.fail(index, error: error)
         }
     }
-
-    /// A data URI of at most `maxPreviewBytes`, for painting a blurred tile before `src`
-    /// loads, handed to `done` exactly once (nil when none could be made).
-    static func preview(of object: CachedObject, _ variants: VariantSource, done: @escaping @Sendable (String?) -> Void) {
-        let spec = ThumbnailSpec(width: 16, height: nil, fit: .inside, format: .webp, quality: 40)
-        let thumbnailer = variants.thumbnailer
-        guard let plan = try? thumbnailer.plan(thumbnailer.header(of: object.body), spec) else { return done(nil) }
-        let once = Atomic<Bool>(false)
-        let finish: @Sendable (String?) -> Void = { uri in
-            if !once.exchange(true, ordering: .relaxed) { done(uri) }
-        }
-        let task = variants.lane.submit(cost: plan.estimatedBytes, urgency: Urgency(.low)) { control in
-            guard let tiny = try? thumbnailer.thumbnail(of: object.body, plan, control: control) else { return finish(nil) }
-            let uri = "data:image/webp;base64," + Data(tiny.body.array).base64EncodedString()
-            finish(uri.utf8.count <= maxPreviewBytes ? uri : nil)
-        } dropped: { _ in
-            finish(nil)
-        } timedOut: {
-            finish(nil)
-        }
-        if task == nil { finish(nil) }
-    }
-
-    static let maxPreviewBytes = 600
 
     /// Forgets finished batches past their retention, then the oldest finished ones past
     /// `maxKept` or `maxKeptBytes`. Runs before each new batch and on every keepalive tick,

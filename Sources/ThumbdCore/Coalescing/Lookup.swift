@@ -62,14 +62,17 @@ struct Lookup: Sendable {
         /// Waits for the flight; `progress`: the original's download, when one runs;
         /// `urgencies`: the queue places of the jobs it waits on (the resize and the
         /// original's fetch), which a batch's focus moves.
-        case waiting(FlightTicket, progress: FetchJob?, urgencies: [Urgency])
+        /// `resize`: the resize it waits on (for its preview), when it is a variant.
+        case waiting(FlightTicket, progress: FetchJob?, urgencies: [Urgency], resize: ResizeJob?)
     }
 
     /// Gets the outcome of a flight, exactly once unless the ticket leaves first; `stale`:
     /// the expired copy the flight revalidates, to answer if the origin fails.
     typealias Waiter = @Sendable (FlightOutcome, FlightRole, _ stale: CachedObject?) -> Void
 
-    func request(_ target: LookupTarget, priority: Priority, requestID: String?, waiter: @escaping Waiter) -> Answer {
+    /// `preview`: a variant's resize also makes a preview from its decode (a batch's).
+    func request(_ target: LookupTarget, priority: Priority, requestID: String?, preview: Bool = false,
+                 waiter: @escaping Waiter) -> Answer {
         let key = target.key
         let now = ObjectSource.now()
         switch LookupDecision.decide(source.cached(key), now: now, servableStale: { source.servableStale($0, at: now) }) {
@@ -92,15 +95,15 @@ struct Lookup: Sendable {
                     waiter(outcome, role, stale)
                 }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
-                return .waiting(.fetch(joined.ticket), progress: joined.flight, urgencies: joined.flight.map { [$0.urgency] } ?? [])
+                return .waiting(.fetch(joined.ticket), progress: joined.flight, urgencies: joined.flight.map { [$0.urgency] } ?? [],
+                                resize: nil)
             case .variant(let variant, of: let destination):
-                let joined = variants.make(variant, of: destination, priority: priority, stale: stale, requestID: requestID) {
-                    outcome, role in waiter(outcome, role, stale)
-                }
+                let joined = variants.make(variant, of: destination, priority: priority, stale: stale, requestID: requestID,
+                                           preview: preview) { outcome, role in waiter(outcome, role, stale) }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
                 let fetch = source.coalescer.job(for: destination.url)
                 return .waiting(.resize(joined.ticket), progress: fetch,
-                                urgencies: [joined.flight?.urgency, fetch?.urgency].compactMap { $0 })
+                                urgencies: [joined.flight?.urgency, fetch?.urgency].compactMap { $0 }, resize: joined.flight)
             }
         }
     }

@@ -54,7 +54,7 @@ struct ThumbHandler: Sendable {
         case .ready(let ready, let stale):  // finished a moment ago, still being stored: a hit
             return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: ifNoneMatch,
                                          placeholder: placeholder, counters: counters, vary: vary))
-        case .waiting(let ticket, _, _):
+        case .waiting(let ticket, _, _, _):
             context.onClientGone { lookup.leave(ticket) }
             return .suspend
         }

@@ -13,6 +13,11 @@ final class ResizeJob: CoalescedJob {
     private struct State {
         var abandoned = false
         var task: ResizeLane.Task?
+        /// A waiter wants a preview made from the same decode (a batch with previews).
+        var wantsPreview = false
+        /// The preview once made (a data URI), and who waits for it.
+        var preview: String?
+        var previewObservers: [@Sendable (String) -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -32,6 +37,30 @@ final class ResizeJob: CoalescedJob {
     }
 
     var isAbandoned: Bool { state.withLock { $0.abandoned } }
+
+    /// A waiter wants a preview: the resize makes one, if it has not started yet.
+    func wantPreview() { state.withLock { $0.wantsPreview = true } }
+
+    var wantsPreview: Bool { state.withLock { $0.wantsPreview } }
+
+    /// `observer` gets the preview once it is made (at once if it has been).
+    func observePreview(_ observer: @escaping @Sendable (String) -> Void) {
+        let made = state.withLock { state -> String? in
+            if state.preview == nil { state.previewObservers.append(observer) }
+            return state.preview
+        }
+        if let made { observer(made) }
+    }
+
+    /// The resize made its preview (before its encode): every observer gets it now.
+    func publishPreview(_ uri: String) {
+        let observers = state.withLock { state -> [@Sendable (String) -> Void] in
+            state.preview = uri
+            defer { state.previewObservers = [] }
+            return state.previewObservers
+        }
+        for observer in observers { observer(uri) }
+    }
 
     /// The lane took the resize; if the flight was abandoned meanwhile, it is cancelled now.
     func attach(_ task: ResizeLane.Task) {
@@ -70,10 +99,11 @@ final class VariantSource: Sendable {
     /// variant, an original that turns out unchanged (revalidated, or the same bytes)
     /// renews that variant instead of resizing again.
     func make(_ variant: Variant, of destination: DestinationPolicy.Destination, priority: Priority,
-              stale: CachedObject? = nil, requestID: String? = nil,
+              stale: CachedObject? = nil, requestID: String? = nil, preview: Bool = false,
               waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
         let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob(priority: priority) }
+        if preview { joined.flight?.wantPreview() }
         guard let job = joined.job, joined.ready == nil else { return joined }
         // Re-check: a flight may have committed between the caller's lookup and this join.
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
@@ -174,8 +204,16 @@ final class VariantSource: Sendable {
     private func resize(_ original: CachedObject, _ plan: ThumbnailPlan, control: ResizeControl, key: String,
                         job: ResizeJob, requestID: String?) {
         let made: Thumbnail
+        // A batch's preview comes from this decode, before the encode; it is stored when
+        // the variant is (below), under the variant's key.
+        let preview = Mutex<Bytes?>(nil)
+        let onPreview: ((Thumbnail) -> Void)? = job.wantsPreview ? { tiny in
+            guard let uri = Previews.dataURI(tiny.body) else { return }
+            preview.withLock { $0 = tiny.body }
+            job.publishPreview(uri)
+        } : nil
         do {
-            made = try thumbnailer.thumbnail(of: original.body, plan, control: control)
+            made = try thumbnailer.thumbnail(of: original.body, plan, control: control, preview: onPreview)
         } catch {
             if error == .cancelled {
                 // Abandoned (its flight is gone already), or stopped by shutdown (answered so).
@@ -201,6 +239,7 @@ final class VariantSource: Sendable {
             key: key, url: original.url, status: 200, contentType: made.format.mimeType, body: made.body,
             etag: ObjectSource.etag(of: made.body), upstreamETag: original.etag, lastModified: original.lastModified,
             fetchedAt: original.fetchedAt, expiresAt: original.expiresAt, graceSeconds: original.graceSeconds)
+        if let tiny = preview.withLock({ $0 }) { Previews.store(tiny, of: object, in: source.store) }
         flights.complete(key: key, job: job, with: .success(object), keep: true)
         source.store.insert(object) { [flights] _ in flights.release(key: key, job: job) }
     }

@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The product's own scene, measured in a browser: a grid of 120 web photos in headless
+Chromium (1280x900), driven over the DevTools protocol, loaded three ways:
+
+  direct   <img> straight at the originals
+  <img>    <img src="/thumb?url=…&w=160&h=160&format=auto"> through thumbd
+  page     thumbd's own page (GET /): a batch, its event stream, previews, focus
+
+The photos (60 of 4000x3000 and 60 of 1200x800, each distinct) are made here with libvips,
+and served by an origin started here with 60 ms of latency before each answer and ~4 MB/s
+per connection. Every page has the same layout (thumbd's page, its grid filled statically
+for the two <img> pages), so each shows the same tiles on its first screen.
+
+  first screen   the last tile visible at load (scrolled to the top) has loaded its image
+  all            every tile has loaded its image
+  bottom screen  the page is scrolled to the bottom as soon as its tiles exist; the last
+                 tile visible there has loaded
+  cold           a new thumbd cache and a new browser profile
+  warm           thumbd's cache filled by a cold run; a new browser profile
+
+A tile counts when its final image (not a preview) has fired `load`. Every figure is the
+median of `--rounds` runs (3). thumbd runs with its shipped settings.
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench import free_port, wait_port  # noqa: E402
+
+WIDTH, HEIGHT = 1280, 900
+LATENCY = 0.060
+RATE = 4 << 20  # bytes per second per connection
+TILE = 160
+
+
+# MARK: The origin (a process of its own: `benchgrid.py --origin DIR`)
+
+def serve_origin(directory):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    files = {}  # read once, on first ask (pages are written while it runs)
+
+    def read(name):
+        if name not in files:
+            try:
+                with open(os.path.join(directory, os.path.basename(name)), "rb") as f:
+                    body = f.read()
+            except OSError:
+                return None
+            if name.endswith(".html"):
+                return body
+            files[name] = body
+        return files[name]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            name = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]
+            body = read(name)
+            time.sleep(LATENCY)
+            if body is None:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8" if name.endswith(".html") else "image/jpeg")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store" if name.endswith(".html") else "max-age=86400")
+            self.end_headers()
+            # ~RATE per connection: 64 KB, then the pause that keeps it to the rate.
+            chunk = 64 << 10
+            started = time.monotonic()
+            try:
+                for offset in range(0, len(body), chunk):
+                    self.wfile.write(body[offset:offset + chunk])
+                    ahead = (offset + chunk) / RATE - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            except OSError:
+                pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024
+
+    server = Server(("127.0.0.1", 0), Handler)
+    print("PORT %d" % server.server_address[1], flush=True)
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    server.serve_forever()
+
+
+class Origin:
+    def __init__(self, directory):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--origin", directory],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+    def url(self, name):
+        return "http://127.0.0.1:%d/%s" % (self.port, name)
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def make_photos(directory, big, small):
+    """Distinct photo-like JPEGs: gradients and noise (a new noise each), blurred a little."""
+    import pyvips
+    names = []
+    for index in range(big + small):  # interleaved: even tiles big, odd tiles small
+        width, height = (4000, 3000) if (index % 2 == 0 and index // 2 < big) or index >= 2 * small else (1200, 800)
+        name = "photo-%03d-%dx%d.jpg" % (index, width, height)
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            xyz = pyvips.Image.xyz(width, height)
+            red = xyz[0] * (255.0 / width)
+            green = xyz[1] * (255.0 / height)
+            blue = pyvips.Image.gaussnoise(width, height, sigma=60, mean=128 + index % 40)
+            image = red.bandjoin([green, blue]).gaussblur(1.5).cast("uchar").copy(interpretation="srgb")
+            image.jpegsave(path, Q=90)
+        names.append(name)
+    return names
+
+
+# MARK: thumbd
+
+class Thumbd:
+    def __init__(self, binary, work, name):
+        self.port = free_port()
+        config = os.path.join(work, "empty.yaml")
+        with open(config, "w") as f:
+            f.write("{}\n")
+        self.db = os.path.join(work, name + ".sqlite")
+        env = dict(os.environ, THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true", THUMBD_LOG_LEVEL="warning")
+        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", self.db,
+                                      "--config", config], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def cpu_seconds(self):
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+# MARK: Chromium over the DevTools protocol
+
+RECORDER = """
+window.__loads = {};
+document.addEventListener('load', (e) => {
+  const img = e.target;
+  if (!img || img.tagName !== 'IMG' || img.src.startsWith('data:')) return;
+  const tile = img.closest('[data-index]');
+  if (!tile) return;
+  const i = +tile.dataset.index;
+  if (!(i in window.__loads)) window.__loads[i] = performance.now();
+}, true);
+"""
+
+
+class Browser:
+    """One headless Chromium with a new profile, one tab, 1280x900."""
+
+    def __init__(self, work):
+        import websocket
+        self.profile = tempfile.mkdtemp(dir=work, prefix="profile-")
+        self.proc = subprocess.Popen(
+            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
+             "--user-data-dir=" + self.profile, "--window-size=%d,%d" % (WIDTH, HEIGHT), "--no-first-run",
+             "--disable-background-networking", "--disable-extensions", "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = os.path.join(self.profile, "DevToolsActivePort")
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(port_file) and open(port_file).read().count("\n") >= 1):
+            if time.monotonic() > deadline:
+                raise RuntimeError("chromium did not start")
+            time.sleep(0.05)
+        port = int(open(port_file).read().split()[0])
+        with urllib.request.urlopen("http://127.0.0.1:%d/json" % port) as r:
+            page = next(t for t in json.load(r) if t["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.events = []
+        self.call("Page.enable")
+        self.call("Network.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
+        self.call("Page.addScriptToEvaluateOnNewDocument", source=RECORDER)
+
+    def call(self, method, **params):
+        self.next_id += 1
+        ident = self.next_id
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError("%s: %s" % (method, message["error"]))
+                return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def bytes_received(self):
+        return sum(e["params"].get("encodedDataLength", 0) for e in self.events if e["method"] == "Network.loadingFinished")
+
+    def close(self):
+        try:
+            self.ws.close()
+        except Exception:
+            pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def load(work, url, count, scroll=False, timeout=90):
+    """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
+    navigation start) and the bytes the browser received."""
+    browser = Browser(work)
+    try:
+        browser.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        scrolled = not scroll
+        while time.monotonic() < deadline:
+            if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
+                browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+                scrolled = True
+            if (browser.evaluate("Object.keys(window.__loads || {}).length") or 0) >= count:
+                break
+            time.sleep(0.05)
+        # Where each tile lies in the document, and the viewport's height.
+        layout = browser.evaluate("""(() => {
+            const tiles = [...document.querySelectorAll('[data-index]')].map((el) => {
+              const r = el.getBoundingClientRect();
+              return [+el.dataset.index, r.top + scrollY, r.bottom + scrollY];
+            });
+            return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
+                     loads: window.__loads || {} };
+        })()""")
+        loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
+        if len(loads) < count:
+            raise RuntimeError("%s: %d of %d tiles loaded in %d s" % (url, len(loads), count, timeout))
+        view, height = layout["view"], layout["height"]
+        first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
+        bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
+        return {
+            "first": max(loads[i] for i in first),
+            "all": max(loads.values()),
+            "bottom": max(loads[i] for i in bottom_screen),
+            "bytes": browser.bytes_received(),
+            "first_tiles": len(first),
+        }
+    finally:
+        browser.close()
+
+
+# MARK: The pages
+
+def static_page(template, sources):
+    """thumbd's page with its grid filled with <img> tiles and its script removed: the same
+    layout, loaded by the browser alone."""
+    head, rest = template.split('<div id="grid">', 1)
+    tiles = "".join('<div class="tile" data-index="%d"><div class="frame"><img src="%s" alt="" style="width:100%%;height:100%%;object-fit:cover"></div>'
+                    '<div class="caption">%s</div></div>' % (i, src, "photo %d" % i) for i, src in enumerate(sources))
+    after = rest.split("</div>", 1)[1]
+    after = after[:after.index("<script>")] + after[after.index("</script>") + len("</script>"):]
+    return head + '<div id="grid">' + tiles + "</div>" + after
+
+
+def median(rows, key):
+    return statistics.median(row[key] for row in rows)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--thumbd", default=".build/release/thumbd")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--origin")
+    args = parser.parse_args()
+    if args.origin:
+        serve_origin(args.origin)
+        return
+    work = tempfile.mkdtemp(prefix="thumbd-benchgrid-")
+    photos_dir = os.path.join(work, "photos")
+    os.makedirs(photos_dir)
+    print("making 120 photos (60 of 4000x3000, 60 of 1200x800)...", file=sys.stderr, flush=True)
+    names = make_photos(photos_dir, 60, 60)
+    total_bytes = sum(os.path.getsize(os.path.join(photos_dir, n)) for n in names)
+
+    # The thumbd page's HTML is the template of the two <img> pages.
+    template_daemon = Thumbd(args.thumbd, work, "template")
+    with urllib.request.urlopen(template_daemon.url("/")) as r:
+        template = r.read().decode()
+    template_daemon.stop()
+
+    origin = Origin(photos_dir)
+    count = len(names)
+    results = {}
+    cpu = []
+    daemons = []
+    try:
+        urls = [origin.url(n) for n in names]
+        with open(os.path.join(photos_dir, "direct.html"), "w") as f:
+            f.write(static_page(template, urls))
+
+        def thumb_page(daemon):
+            """A page on the origin (a third party's page using thumbd) whose tiles are /thumb URLs."""
+            sources = [daemon.url("/thumb?url=%s&w=%d&h=%d&format=auto" % (urllib.parse.quote(u, safe=""), TILE, TILE))
+                       for u in urls]
+            name = "thumb-%d.html" % daemon.port
+            with open(os.path.join(photos_dir, name), "w") as f:
+                f.write(static_page(template, sources))
+            return origin.url(name)
+
+        def own_page(daemon):
+            return daemon.url("/?autostart=1&urls=" + urllib.parse.quote("\n".join(urls), safe=""))
+
+        def run(label, url, scroll=False):
+            row = load(work, url, count, scroll=scroll)
+            results.setdefault(label, []).append(row)
+            print("  %-22s first %.2f s  all %.2f s  bottom %.2f s  %.1f MB  (%d tiles on the first screen)" % (
+                label, row["first"], row["all"], row["bottom"], row["bytes"] / 1e6, row["first_tiles"]),
+                file=sys.stderr, flush=True)
+
+        def fresh(name):
+            daemon = Thumbd(args.thumbd, work, name)
+            daemons.append(daemon)
+            return daemon
+
+        for round_ in range(args.rounds):
+            print("round %d" % (round_ + 1), file=sys.stderr, flush=True)
+            run("direct", origin.url("direct.html"))
+            run("direct, scrolled", origin.url("direct.html"), scroll=True)
+            daemon = fresh("img-%d" % round_)
+            run("<img> cold", thumb_page(daemon))
+            run("<img> warm", thumb_page(daemon))
+            daemon.stop()
+            daemon = fresh("img-scroll-%d" % round_)
+            run("<img> cold, scrolled", thumb_page(daemon), scroll=True)
+            daemon.stop()
+            daemon = fresh("page-%d" % round_)
+            before = daemon.cpu_seconds()
+            run("page cold", own_page(daemon))
+            cpu.append((daemon.cpu_seconds() - before) / count)
+            run("page warm", own_page(daemon))
+            daemon.stop()
+            daemon = fresh("page-scroll-%d" % round_)
+            run("page cold, scrolled", own_page(daemon), scroll=True)
+            daemon.stop()
+    finally:
+        origin.stop()
+        for daemon in daemons:
+            if daemon.proc.poll() is None:
+                daemon.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report(results, cpu, total_bytes)
+
+
+def report(results, cpu, total_bytes):
+    def m(label, key):
+        return median(results[label], key)
+
+    print()
+    print("### A grid of 120 photos in headless Chromium (1280x900; origin: 60 ms latency, ~4 MB/s a connection; "
+          "%.0f MB of originals; median of %d)" % (total_bytes / 1e6, len(results["direct"])))
+    print()
+    print("| how the page loads the grid | cold: first screen s | cold: all s | warm: all s | scrolled to the bottom at once: bottom screen s | bytes to the browser MB |")
+    print("|---|---|---|---|---|---|")
+    print("| `<img>` straight at the originals | %.2f | %.2f | (no cache: = cold) | %.2f | %.1f |" % (
+        m("direct", "first"), m("direct", "all"), m("direct, scrolled", "bottom"), m("direct", "bytes") / 1e6))
+    print("| `<img>` through `/thumb?w=160&h=160&format=auto` | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+        m("<img> cold", "first"), m("<img> cold", "all"), m("<img> warm", "all"), m("<img> cold, scrolled", "bottom"),
+        m("<img> cold", "bytes") / 1e6))
+    print("| thumbd's own page (batch + SSE + previews + focus) | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+        m("page cold", "first"), m("page cold", "all"), m("page warm", "all"), m("page cold, scrolled", "bottom"),
+        m("page cold", "bytes") / 1e6))
+    print()
+    print("| target (issue 22) | thumbd | direct | ratio | target | met |")
+    print("|---|---|---|---|---|---|")
+    rows = [
+        ("page cold: first screen", m("page cold", "first"), m("direct", "first"), 1 / 3),
+        ("page cold: all tiles", m("page cold", "all"), m("direct", "all"), 1 / 2),
+        ("page, scrolled at once: bottom screen", m("page cold, scrolled", "bottom"), m("direct, scrolled", "bottom"), 1 / 3),
+    ]
+    for label, ours, theirs, target in rows:
+        ratio = ours / theirs
+        print("| %s | %.2f s | %.2f s | %.2f | <= %.2f | %s |" % (label, ours, theirs, ratio, target, "yes" if ratio <= target else "no"))
+    for label, key in (("page warm: all tiles", "page warm"), ("<img> warm: all tiles", "<img> warm")):
+        ours = m(key, "all")
+        print("| %s | %.2f s | - | - | <= 0.50 s | %s |" % (label, ours, "yes" if ours <= 0.5 else "no"))
+    print()
+    print("thumbd CPU per tile, cold page (fetch, check, store, resize, encode): %.1f ms (median of %d)" % (
+        statistics.median(cpu) * 1000, len(cpu)))
+
+
+if __name__ == "__main__":
+    main()
