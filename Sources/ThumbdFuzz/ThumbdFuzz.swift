@@ -77,7 +77,7 @@ enum Fuzz {
         }
         let request = Request(method: "GET", path: "/thumb", query: query)
         _ = try? ThumbRequest.wantsPlaceholder(request)
-        _ = try? ThumbRequest(request, policy: strict, avif: true)
+        _ = try? ThumbRequest(request, policy: strict, avif: true, offered: [.jpeg, .webp, .avif])
     }
 
     /// Any bytes: read without a read out of bounds, and what is accepted has sides within

@@ -60,10 +60,19 @@ struct FreeMemoryTests {
 
     @Test("returnNow releases the pages of memory freed inside a heap")
     func returnNow() {
-        let hole = Hole.resident()
-        #expect(hole.resident > 0.9, "freed, not yet returned: still resident")
-        FreeMemory.returnNow()
-        #expect(hole.resident < 0.1)
+        // Other tests running meanwhile may share this thread's heap and take some of the
+        // freed blocks again between the return and the reading (they are then resident
+        // again, rightly): a few tries, each with a new hole. A returnNow that returns
+        // nothing fails every one.
+        var released: [Double] = []
+        for _ in 0..<5 {
+            let hole = Hole.resident()
+            #expect(hole.resident > 0.9, "freed, not yet returned: still resident")
+            FreeMemory.returnNow()
+            released.append(hole.resident)
+            if released.last! < 0.1 { break }
+        }
+        #expect(released.last! < 0.1, "resident after each return: \(released)")
     }
 
     @Test("the timer returns it without being asked")

@@ -129,7 +129,10 @@ struct HostileImageTests {
     @Test("format=avif over thumbnails.maxAvifPixels is refused; format=auto encodes WebP instead")
     func avifBound() async throws {
         guard Self.thumbnailer.canEncodeAVIF else { return }
-        try await withOriginAndDaemon({ $0.thumbnails.maxAVIFPixels = 100_000 }) { origin, daemon in
+        try await withOriginAndDaemon({
+            $0.thumbnails.maxAVIFPixels = 100_000
+            $0.thumbnails.autoFormats = [.avif, .webp, .jpeg]
+        }) { origin, daemon in
             try await origin.put("p.jpg", Self.thumbnailer.testImage(width: 1000, height: 1000).array)
             let named = try await request(daemon.port, origin.thumb("/file/p.jpg", "&w=500&h=500&format=avif"))
             #expect(named.status == 422 && named.errorCode == "resize_too_costly")

@@ -43,16 +43,22 @@ struct ThumbnailTests {
         }
     }
 
-    @Test("format=auto follows Accept (AVIF > WebP > JPEG, PNG for alpha) and says Vary: Accept")
-    func negotiation() async throws {
-        try await withOriginAndDaemon { origin, daemon in
+    @Test("format=auto answers the first of thumbnails.autoFormats that Accept lists (JPEG first by default, PNG for alpha), with Vary: Accept",
+          arguments: [false, true])
+    func negotiation(avifFirst: Bool) async throws {
+        try await withOriginAndDaemon({ if avifFirst { $0.thumbnails.autoFormats = [.avif, .webp, .jpeg] } }) { origin, daemon in
             try await origin.put("opaque.jpg", Self.thumbnailer.testImage(width: 400, height: 300).array)
             try await origin.put("alpha.png", Self.thumbnailer.testImage(width: 400, height: 300, alpha: true, format: .png).array)
             let avif = Self.thumbnailer.canEncodeAVIF
-            let cases: [(String, String, String)] = [
+            let cases: [(String, String, String)] = avifFirst ? [
                 ("opaque.jpg", "image/avif,image/webp,*/*", avif ? "image/avif" : "image/webp"),
                 ("opaque.jpg", "image/webp,*/*", "image/webp"),
                 ("opaque.jpg", "image/avif;q=0,image/webp", "image/webp"),
+                ("opaque.jpg", "image/png", "image/jpeg"),  // none offered is listed: JPEG
+            ] : [
+                ("opaque.jpg", "image/avif,image/webp,*/*", "image/jpeg"),  // */* lists JPEG, the cheapest
+                ("opaque.jpg", "image/avif,image/webp", "image/webp"),
+                ("opaque.jpg", "image/avif", avif ? "image/avif" : "image/jpeg"),
                 ("opaque.jpg", "*/*", "image/jpeg"),
                 ("alpha.png", "*/*", "image/png"),
                 ("alpha.png", "image/webp", "image/webp"),

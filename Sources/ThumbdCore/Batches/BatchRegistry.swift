@@ -61,7 +61,7 @@ final class BatchRegistry: Sendable {
         if request.thumbnail?.format == .fixed(.avif) && !avif {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
         }
-        let variant = request.thumbnail?.resolved(accept: accept, avif: avif)
+        let variant = request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
         let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
         let item = Item(variant: variant, query: query, preview: request.preview, priority: request.priority)
         var generator = SystemRandomNumberGenerator()
@@ -104,7 +104,8 @@ final class BatchRegistry: Sendable {
                 // This item's parameters win over the batch's; bad ones fail this item only.
                 do {
                     let merged = request.parameters.merging(own) { $1 }
-                    spec = try Self.item(merged, accept: accept, avif: avif, preview: request.preview, priority: request.priority)
+                    spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, preview: request.preview,
+                                       priority: request.priority)
                         .signed(signature)
                 } catch {
                     batch.fail(index, error: error)
@@ -164,8 +165,8 @@ final class BatchRegistry: Sendable {
     }
 
     /// An item with thumbnail parameters of its own.
-    private static func item(_ parameters: [String: String], accept: String?, avif: Bool, preview: Bool,
-                             priority: Priority) throws(ThumbdError) -> Item {
+    private static func item(_ parameters: [String: String], accept: String?, avif: Bool, offered: [ImageFormat],
+                             preview: Bool, priority: Priority) throws(ThumbdError) -> Item {
         let parsed = try ThumbnailParameters { parameters[$0] }
         if parsed?.format == .fixed(.avif) && !avif {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
@@ -173,7 +174,7 @@ final class BatchRegistry: Sendable {
         let query = ThumbnailParameters.names.compactMap { name in
             parameters[name].map { "&\(name)=\(QueryValue.encode($0))" }
         }.joined()
-        return Item(variant: parsed?.resolved(accept: accept, avif: avif), query: query, preview: preview, priority: priority)
+        return Item(variant: parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority)
     }
 
     /// What every item of a batch asks for.

@@ -112,7 +112,8 @@ public final class Thumbd: Service, Sendable {
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)
-        let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane, logger: logger)
+        let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
+                                     autoFormats: configuration.thumbnails.autoFormats, logger: logger)
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)

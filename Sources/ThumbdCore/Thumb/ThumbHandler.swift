@@ -24,7 +24,8 @@ struct ThumbHandler: Sendable {
         }
         let thumb: ThumbRequest
         do {
-            thumb = try ThumbRequest(request, policy: policy, avif: variants.thumbnailer.canEncodeAVIF)
+            thumb = try ThumbRequest(request, policy: policy, avif: variants.thumbnailer.canEncodeAVIF,
+                                 offered: variants.autoFormats)
         } catch {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
         }

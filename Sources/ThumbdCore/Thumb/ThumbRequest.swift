@@ -1,3 +1,4 @@
+import Thumbnailer
 import Foundation
 import HTTPServer
 import Upstream
@@ -19,7 +20,8 @@ struct ThumbRequest: Sendable {
         }
     }
 
-    init(_ request: Request, policy: DestinationPolicy, avif: Bool) throws(ThumbdError) {
+    /// `offered`: the formats `format=auto` may answer, most preferred first.
+    init(_ request: Request, policy: DestinationPolicy, avif: Bool, offered: [ImageFormat]) throws(ThumbdError) {
         // The most common request names the URL alone: no parameter to look for (each lookup
         // hashes its name, on every hit).
         let urlAlone = request.query.count == 1 && request.query["url"] != nil
@@ -27,7 +29,7 @@ struct ThumbRequest: Sendable {
             if parameters.format == .fixed(.avif) && !avif {
                 throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
             }
-            variant = parameters.resolved(accept: request.headers["accept"], avif: avif)
+            variant = parameters.resolved(accept: request.headers["accept"], offered: offered)
         }
         if !urlAlone, let text = request.query["priority"] {
             guard let priority = Priority(parameter: text) else {

@@ -69,9 +69,11 @@ struct ThumbnailParameters: Sendable, Equatable {
         }
     }
 
-    /// The format `auto` picks for an `Accept` header: AVIF > WebP > JPEG (where this libvips
-    /// encodes AVIF). JPEG becomes PNG for a source with alpha, at resize time.
-    static func negotiate(accept: String?, avif: Bool) -> ImageFormat {
+    /// The format `auto` picks for an `Accept` header: the first of `offered` (most preferred
+    /// first: `thumbnails.autoFormats`, less AVIF where this libvips cannot encode it) that
+    /// the client lists by name (JPEG also by a wildcard), JPEG when it lists none of them. JPEG becomes PNG for a source with
+    /// alpha, at resize time.
+    static func negotiate(accept: String?, offered: [ImageFormat]) -> ImageFormat {
         let types = (accept ?? "").lowercased().split(separator: ",").compactMap { part -> String? in
             let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
             guard let type = fields.first else { return nil }
@@ -81,17 +83,18 @@ struct ThumbnailParameters: Sendable, Equatable {
             }
             return type
         }
-        if avif && types.contains("image/avif") { return .avif }
-        if types.contains("image/webp") { return .webp }
-        return .jpeg
+        // A wildcard lists JPEG, which every client decodes, but not WebP or AVIF: a browser
+        // that sends `image/webp,*/*` may not decode AVIF.
+        let wildcard = types.contains("*/*") || types.contains("image/*")
+        return offered.first { format in types.contains(format.mimeType) || (format == .jpeg && wildcard) } ?? .jpeg
     }
 
     /// This request's variant, with `auto` resolved: what the key and the resize use.
-    func resolved(accept: String?, avif: Bool) -> Variant {
+    func resolved(accept: String?, offered: [ImageFormat]) -> Variant {
         let chosen: Variant.Output = switch format {
         case .fixed(let format): .fixed(format)
         case .source: .source
-        case .auto: .negotiated(Self.negotiate(accept: accept, avif: avif))
+        case .auto: .negotiated(Self.negotiate(accept: accept, offered: offered))
         }
         return Variant(width: width, height: height, fit: width != nil && height != nil ? fit : .inside,
                        gravity: fit == .cover && width != nil && height != nil ? gravity : .center,

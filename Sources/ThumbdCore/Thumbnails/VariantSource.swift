@@ -85,7 +85,13 @@ final class VariantSource: Sendable {
     private let resizeCount = Atomic<Int>(0)
     private let logger: Logger
 
-    init(source: ObjectSource, thumbnailer: Thumbnailer, lane: ResizeLane, logger: Logger) {
+    /// What `format=auto` may answer, most preferred first (`thumbnails.autoFormats`, less
+    /// AVIF where this libvips cannot encode it).
+    let autoFormats: [ImageFormat]
+
+    init(source: ObjectSource, thumbnailer: Thumbnailer, lane: ResizeLane, autoFormats: [ImageFormat] = ThumbnailConfiguration().autoFormats,
+         logger: Logger) {
+        self.autoFormats = autoFormats.filter { $0 != .avif || thumbnailer.canEncodeAVIF }
         self.source = source
         self.thumbnailer = thumbnailer
         self.lane = lane
