@@ -73,7 +73,8 @@ def serve_origin(directory):
         def do_GET(self):
             name = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]
             body = read(name)
-            time.sleep(LATENCY)
+            if not name.endswith(".html"):
+                time.sleep(LATENCY)  # the photos' origin is far; the pages are served at once
             if body is None:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
@@ -169,16 +170,24 @@ class Thumbd:
 
 # MARK: Chromium over the DevTools protocol
 
+# When each tile's final image has loaded: an <img> in the document firing `load` (the
+# static pages), or thumbd's page marking the tile `data-loaded="1"` (it swaps the loaded
+# image in for the preview, so the image loads before it is in the document).
 RECORDER = """
 window.__loads = {};
+const mark = (tile) => {
+  const i = +tile.dataset.index;
+  if (!(i in window.__loads)) window.__loads[i] = performance.now();
+};
 document.addEventListener('load', (e) => {
   const img = e.target;
   if (!img || img.tagName !== 'IMG' || img.src.startsWith('data:')) return;
   const tile = img.closest('[data-index]');
-  if (!tile) return;
-  const i = +tile.dataset.index;
-  if (!(i in window.__loads)) window.__loads[i] = performance.now();
+  if (tile) mark(tile);
 }, true);
+new MutationObserver((records) => {
+  for (const r of records) if (r.target.dataset && r.target.dataset.loaded === '1' && r.target.dataset.index !== undefined) mark(r.target);
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-loaded'] });
 """
 
 
@@ -243,13 +252,19 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def load(work, url, count, scroll=False, timeout=90):
+def load(work, url, count, scroll=False, paste=None, timeout=90):
     """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
-    navigation start) and the bytes the browser received."""
+    navigation start) and the bytes the browser received. `paste`: URLs to paste into
+    thumbd's page and Fetch, as a person does, once it has loaded."""
     browser = Browser(work)
     try:
         browser.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
+        if paste:
+            while browser.evaluate("document.readyState") != "complete" and time.monotonic() < deadline:
+                time.sleep(0.005)
+            browser.evaluate("document.getElementById('urls').value = %s; document.getElementById('fetch').click()"
+                             % json.dumps("\n".join(paste)))
         scrolled = not scroll
         while time.monotonic() < deadline:
             if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
@@ -269,7 +284,8 @@ def load(work, url, count, scroll=False, timeout=90):
         })()""")
         loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
         if len(loads) < count:
-            raise RuntimeError("%s: %d of %d tiles loaded in %d s" % (url, len(loads), count, timeout))
+            status = browser.evaluate("(document.getElementById('status') || {}).textContent")
+            raise RuntimeError("%s: %d of %d tiles loaded in %d s (the page says: %s)" % (url[:80], len(loads), count, timeout, status))
         view, height = layout["view"], layout["height"]
         first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
         bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
@@ -342,11 +358,8 @@ def main():
                 f.write(static_page(template, sources))
             return origin.url(name)
 
-        def own_page(daemon):
-            return daemon.url("/?autostart=1&urls=" + urllib.parse.quote("\n".join(urls), safe=""))
-
-        def run(label, url, scroll=False):
-            row = load(work, url, count, scroll=scroll)
+        def run(label, url, scroll=False, paste=None):
+            row = load(work, url, count, scroll=scroll, paste=paste)
             results.setdefault(label, []).append(row)
             print("  %-22s first %.2f s  all %.2f s  bottom %.2f s  %.1f MB  (%d tiles on the first screen)" % (
                 label, row["first"], row["all"], row["bottom"], row["bytes"] / 1e6, row["first_tiles"]),
@@ -370,12 +383,12 @@ def main():
             daemon.stop()
             daemon = fresh("page-%d" % round_)
             before = daemon.cpu_seconds()
-            run("page cold", own_page(daemon))
+            run("page cold", daemon.url("/"), paste=urls)
             cpu.append((daemon.cpu_seconds() - before) / count)
-            run("page warm", own_page(daemon))
+            run("page warm", daemon.url("/"), paste=urls)
             daemon.stop()
             daemon = fresh("page-scroll-%d" % round_)
-            run("page cold, scrolled", own_page(daemon), scroll=True)
+            run("page cold, scrolled", daemon.url("/"), scroll=True, paste=urls)
             daemon.stop()
     finally:
         origin.stop()

@@ -2,6 +2,7 @@ import Foundation
 import ThumbdCore
 import ThumbdTesting
 import Testing
+import Thumbnailer
 
 /// What a page says is on screen (`"focus"` in the POST, `POST /batches/<id>/focus`) orders
 /// the queues; with `cancelOffscreen`, what left the screen is cancelled and taken up again.
@@ -88,6 +89,25 @@ struct FocusTests {
             let events = try await daemon.allEvents(batch.events).parser.events
             #expect(events.filter { $0.type == "done" }.count == 2)
             #expect(try await origin.aborted("/gate/k0") == 0)
+        }
+    }
+
+    @Test("a batch larger than the resize queue waits for room: every tile is made, none is busy")
+    func batchWaitsForRoom() async throws {
+        try await withOriginAndDaemon({
+            $0.thumbnails.workers = 1
+            $0.thumbnails.maxQueued = 1
+        }) { origin, daemon in
+            let thumbnailer = try Thumbnailer()
+            for index in 0..<12 {
+                try await origin.put("room\(index).jpg", thumbnailer.testImage(width: 1200 + 10 * index, height: 900).array)
+            }
+            let batch = try await daemon.createBatch((0..<12).map { origin.url("/file/room\($0).jpg") }, extra: ",\"w\":48,\"h\":48,\"focus\":[11]")
+            let events = try await daemon.allEvents(batch.events).parser.events
+            let failed = events.filter { $0.type == "failed" }.map { payload($0)["error"] as? String ?? "?" }
+            #expect(failed.isEmpty, "\(failed)")
+            #expect(events.filter { $0.type == "done" }.count == 12)
+            #expect(daemon.thumbd.thumbnailsMade == 12)
         }
     }
 

@@ -205,7 +205,8 @@ final class BatchRegistry: Sendable {
         let key = target.key
         let counters = source.counters
         let lookup = Lookup(source: source, variants: variants)
-        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview) {
+        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
+                                    patient: true) {
             [self] outcome, role, _ in
             let result = CacheResult.of(role, try? outcome.get())
             counters.count(result)

@@ -71,8 +71,9 @@ struct Lookup: Sendable {
     typealias Waiter = @Sendable (FlightOutcome, FlightRole, _ stale: CachedObject?) -> Void
 
     /// `preview`: a variant's resize also makes a preview from its decode (a batch's).
+    /// `patient`: a batch waits, so a full resize queue makes it wait rather than fail.
     func request(_ target: LookupTarget, priority: Priority, requestID: String?, preview: Bool = false,
-                 waiter: @escaping Waiter) -> Answer {
+                 patient: Bool = false, waiter: @escaping Waiter) -> Answer {
         let key = target.key
         let now = ObjectSource.now()
         switch LookupDecision.decide(source.cached(key), now: now, servableStale: { source.servableStale($0, at: now) }) {
@@ -99,7 +100,7 @@ struct Lookup: Sendable {
                                 resize: nil)
             case .variant(let variant, of: let destination):
                 let joined = variants.make(variant, of: destination, priority: priority, stale: stale, requestID: requestID,
-                                           preview: preview) { outcome, role in waiter(outcome, role, stale) }
+                                           preview: preview, patient: patient) { outcome, role in waiter(outcome, role, stale) }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
                 let fetch = source.coalescer.job(for: destination.url)
                 return .waiting(.resize(joined.ticket), progress: fetch,

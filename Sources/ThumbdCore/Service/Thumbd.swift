@@ -234,6 +234,7 @@ public final class Thumbd: Service, Sendable {
         parts.stage.drain()
         // Queued resizes are answered 503, running ones stopped; their answers go out below.
         parts.variants.lane.stop()
+        parts.variants.stop()
         parts.stage.drain()
         parts.batches.closeStreams()
         if !parts.server.waitUntilIdle(timeout: .seconds(5)) {

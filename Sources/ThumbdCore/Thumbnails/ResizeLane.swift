@@ -150,6 +150,23 @@ final class ResizeLane: Sendable {
     /// make one late.
     private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
     private let state: Mutex<State>
+    /// Called (outside the lane's lock) each time a resize leaves the lane: its queue has room.
+    private let roomObserver = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// `observer` runs each time a resize leaves the lane (the queue may have room now).
+    func onRoom(_ observer: @escaping @Sendable () -> Void) {
+        roomObserver.withLock { $0 = observer }
+    }
+
+    /// Whether `submit` would take one more now.
+    var hasRoom: Bool {
+        state.withLock { state in
+            state.queue.removeAll { $0.isCancelled }
+            return !state.stopped && state.queue.count < configuration.maxQueued + state.idleWorkers.count
+        }
+    }
+
+    var isStopped: Bool { state.withLock { $0.stopped } }
 
     /// The nice value of the resize threads (the rest of the daemon runs at 0).
     static let niceness: Int32 = 10
@@ -269,6 +286,7 @@ final class ResizeLane: Sendable {
         }
         for semaphore in wake { semaphore.signal() }
         pump()
+        roomObserver.withLock { $0 }?()
     }
 
     /// Stops taking work: the queued tasks are answered `shutting_down`, the running ones are
@@ -283,6 +301,7 @@ final class ResizeLane: Sendable {
             state.idle.append(signal)
             return (queued, Array(state.runningTasks.values), signal)
         }
+        roomObserver.withLock { $0 = nil }
         for task in queued where !task.isCancelled { task.drop(.shuttingDown) }
         for task in running { task.cancel() }
         let deadline = DispatchTime.now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1)))

@@ -15,6 +15,10 @@ final class ResizeJob: CoalescedJob {
         var task: ResizeLane.Task?
         /// A waiter wants a preview made from the same decode (a batch with previews).
         var wantsPreview = false
+        /// A batch waits for it: when the lane's queue is full it waits for room rather than
+        /// failing `busy` (a batch's items are bounded by the batch limits, and a waiting one
+        /// holds no image bytes).
+        var patient = false
         /// The preview once made (a data URI), and who waits for it.
         var preview: String?
         var previewObservers: [@Sendable (String) -> Void] = []
@@ -42,6 +46,10 @@ final class ResizeJob: CoalescedJob {
     func wantPreview() { state.withLock { $0.wantsPreview = true } }
 
     var wantsPreview: Bool { state.withLock { $0.wantsPreview } }
+
+    func bePatient() { state.withLock { $0.patient = true } }
+
+    var isPatient: Bool { state.withLock { $0.patient } }
 
     /// `observer` gets the preview once it is made (at once if it has been).
     func observePreview(_ observer: @escaping @Sendable (String) -> Void) {
@@ -93,6 +101,7 @@ final class VariantSource: Sendable {
          logger: Logger) {
         self.autoFormats = autoFormats.filter { $0 != .avif || thumbnailer.canEncodeAVIF }
         self.source = source
+        defer { lane.onRoom { [weak self] in self?.unpark() } }
         self.thumbnailer = thumbnailer
         self.lane = lane
         self.logger = logger
@@ -105,39 +114,51 @@ final class VariantSource: Sendable {
     /// variant, an original that turns out unchanged (revalidated, or the same bytes)
     /// renews that variant instead of resizing again.
     func make(_ variant: Variant, of destination: DestinationPolicy.Destination, priority: Priority,
-              stale: CachedObject? = nil, requestID: String? = nil, preview: Bool = false,
+              stale: CachedObject? = nil, requestID: String? = nil, preview: Bool = false, patient: Bool = false,
               waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
         let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob(priority: priority) }
         if preview { joined.flight?.wantPreview() }
+        if patient { joined.flight?.bePatient() }
         guard let job = joined.job, joined.ready == nil else { return joined }
         // Re-check: a flight may have committed between the caller's lookup and this join.
         if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
             flights.complete(key: key, job: job, with: .success(stored))
             return joined
         }
+        begin(job, variant, of: destination, key: key, priority: priority, stale: stale, requestID: requestID)
+        return joined
+    }
+
+    /// The original, from the store when fresh, else fetched; then `derive`.
+    private func begin(_ job: ResizeJob, _ variant: Variant, of destination: DestinationPolicy.Destination, key: String,
+                       priority: Priority, stale: CachedObject?, requestID: String?) {
         let original = source.cached(destination.url)
         if let original, original.isFresh(at: ObjectSource.now()) {
-            source.stage.submit { [self] in derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID) }
-            return joined
+            source.stage.submit { [self] in
+                derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID,
+                       destination: destination)
+            }
+            return
         }
         // The original is fetched (conditionally, when a stale copy of it is stored).
         let fetch = source.fetch(destination, priority: priority, stale: original, requestID: requestID) { [self] outcome, _ in
             // On the processing stage already (the fetch's completion runs there).
             switch outcome {
-            case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID)
+            case .success(let original):
+                derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID, destination: destination)
             case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
             }
         }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
-                case .success(let original): derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID)
+                case .success(let original):
+                    derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID, destination: destination)
                 case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
                 }
             }
         }
-        return joined
     }
 
     /// A waiter is gone; the last one abandons the resize.
@@ -149,7 +170,7 @@ final class VariantSource: Sendable {
     /// from these very bytes is renewed with the original's lifetime; otherwise it is
     /// planned here and made in the lane.
     private func derive(from original: CachedObject, _ variant: Variant, key: String, stale: CachedObject?, job: ResizeJob,
-                        requestID: String?) {
+                        requestID: String?, destination: DestinationPolicy.Destination) {
         if let stale, original.status == 200, stale.upstreamETag == original.etag {
             var renewed = stale
             renewed.fetchedAt = original.fetchedAt
@@ -182,11 +203,65 @@ final class VariantSource: Sendable {
             flights.complete(key: key, job: job, with: .failure(ThumbdError(ThumbnailerError.timedOut(limit))))
         }
         guard let task else {
+            // A batch's resize waits for room, holding no bytes: it starts over from the
+            // store (the original was just stored) when a queued resize leaves the lane.
+            if job.isPatient, !lane.isStopped {
+                park(Parked(job: job, variant: variant, destination: destination, key: key, stale: stale, requestID: requestID))
+                return
+            }
             let busy = ThumbdError(.busy, "\(lane.configuration.maxQueued) resizes are already waiting; try again shortly")
             flights.complete(key: key, job: job, with: .failure(busy))
             return
         }
         job.attach(task)
+    }
+
+    /// A batch's resize that found the lane's queue full.
+    private struct Parked {
+        let job: ResizeJob
+        let variant: Variant
+        let destination: DestinationPolicy.Destination
+        let key: String
+        let stale: CachedObject?
+        let requestID: String?
+    }
+
+    private let parked = Mutex<[Parked]>([])
+
+    /// Resizes waiting for room in the lane (batches' only).
+    var parkedCount: Int { parked.withLock { $0.count } }
+
+    private func park(_ entry: Parked) {
+        parked.withLock { $0.append(entry) }
+        unpark()  // room may have opened meanwhile
+    }
+
+    /// When the lane has room: the most urgent parked resize (focused first, then by
+    /// priority, then the oldest) starts over; abandoned ones are dropped. One per call: it
+    /// reaches the lane later (through the store and the processing stage), and each resize
+    /// that leaves the lane calls again.
+    private func unpark() {
+        if lane.hasRoom, let entry = parked.withLock({ parked -> Parked? in
+            parked.removeAll { $0.job.isAbandoned }
+            guard !parked.isEmpty else { return nil }
+            var best = 0
+            var bestRank = parked[0].job.urgency.rank
+            for index in parked.indices.dropFirst() {
+                let rank = parked[index].job.urgency.rank
+                if rank > bestRank { (best, bestRank) = (index, rank) }
+            }
+            return parked.remove(at: best)
+        }) {
+            begin(entry.job, entry.variant, of: entry.destination, key: entry.key, priority: entry.job.urgency.priority,
+                  stale: entry.stale, requestID: entry.requestID)
+        }
+    }
+
+    /// Shutdown, after the lane stopped: the parked resizes are answered `shutting_down`.
+    func stop() {
+        for entry in parked.withLock({ parked in defer { parked = [] }; return parked }) {
+            flights.complete(key: entry.key, job: entry.job, with: .failure(.shuttingDown))
+        }
     }
 
     /// The plan of `variant`. An AVIF chosen by `format=auto` that would be too large to
