@@ -326,6 +326,30 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// A journal write (Journals.swift), in order with the cache's writes; `completion` says
+    /// whether it committed.
+    func journalWrite(_ context: String, completion: @escaping @Sendable (Bool) -> Void = { _ in },
+                      _ body: @escaping @Sendable (Connection) throws -> Void) {
+        post(.barrier { [self] in
+            guard !writer.isClosed else { return completion(false) }
+            do {
+                try body(writer.db)
+                completion(true)
+            } catch {
+                writeFailed(error, context: context)
+                completion(false)
+            }
+        })
+    }
+
+    /// Runs `body` on the writer connection, after the writes asked for before it.
+    func onWriter<T>(_ body: (Connection) throws -> T) throws -> T {
+        try writerQueue.sync {
+            drainMailbox()
+            return try body(writer.db)
+        }
+    }
+
     /// Writes that failed since the store was opened.
     public var writeFailures: Int { failedWrites.load(ordering: .relaxed) }
 

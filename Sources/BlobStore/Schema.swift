@@ -25,6 +25,24 @@ enum Schema {
         // Families: an original's key is its URL, and each variant of it has that URL in
         // `url`; purging, evicting or replacing the original takes the variants with it.
         "CREATE INDEX objects_by_url ON objects(url)",
+        // Journals: small records that must outlive a restart beside the cache (a batch's
+        // definition and outcomes). `reserved`: every sequence number used so far is below it.
+        """
+        CREATE TABLE journals (
+            id          TEXT PRIMARY KEY NOT NULL,
+            definition  BLOB NOT NULL,
+            created_at  INTEGER NOT NULL,           -- unix seconds
+            finished_at INTEGER,                    -- unix seconds, once finished
+            reserved    INTEGER NOT NULL
+        );
+        CREATE TABLE journal_entries (
+            journal  TEXT NOT NULL,
+            sequence INTEGER NOT NULL,
+            kind     TEXT NOT NULL,
+            data     BLOB NOT NULL,
+            PRIMARY KEY (journal, sequence)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     static func migrate(_ db: Connection) throws {

@@ -4,7 +4,7 @@ import Dispatch
 /// The writer connection and the running totals it maintains. Touched only on the writer
 /// queue, which is what makes the `@unchecked Sendable` sound.
 final class WriterState: @unchecked Sendable {
-    private let db: Connection
+    let db: Connection
     /// The keys with a row, told of every row added or deleted once it has committed.
     let keys: KeyIndex
     /// The memory layer, told of a family's variants removed once the removal has committed

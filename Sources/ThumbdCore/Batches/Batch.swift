@@ -64,15 +64,21 @@ public final class Batch: Sendable {
     public let id: String
     let log: EventLog
     private let delivery: Delivery
-    let started = ContinuousClock.now
+    /// Its record in the store (nil: not kept across a restart).
+    let journal: BatchJournal?
+    let started: ContinuousClock.Instant
     private let progressInterval: Duration
     private let state: Mutex<State>
 
     init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery,
-         cancelOffscreen: Bool = false) {
+         cancelOffscreen: Bool = false, journal: BatchJournal? = nil, started: ContinuousClock.Instant = .now) {
         self.cancelOffscreen = cancelOffscreen
         self.delivery = delivery
-        self.log = EventLog(delivery: delivery)
+        self.started = started
+        self.journal = journal
+        var record: (@Sendable (Int, String, String) -> Void)?
+        if let journal { record = { id, name, json in journal.record(id, name, json) } }
+        self.log = EventLog(delivery: delivery, record: record)
         self.id = id
         self.progressInterval = progressInterval
         self.state = Mutex(State(items: items.enumerated().map { Item(index: $0.offset, clientID: $0.element.clientID, url: $0.element.url) }))
@@ -96,6 +102,55 @@ public final class Batch: Sendable {
         return bytes
     }
     private let finishedBytes = Mutex<Int?>(nil)
+
+    // MARK: Restoring
+
+    /// Puts back what the journal recorded before a restart: each event into the log, with
+    /// its id, and each item's state from it. `finishedAgo`: when the batch had ended.
+    func restore(_ entries: [Journal.Entry], finishedAgo: Duration?) {
+        state.withLock { state in
+            for entry in entries {
+                let json = String(decoding: entry.data.array, as: UTF8.self)
+                log.restore(id: entry.sequence, entry.kind, json)
+                let fields = (try? JSONSerialization.jsonObject(with: Data(entry.data.array))) as? [String: Any] ?? [:]
+                guard let index = fields["index"] as? Int, state.items.indices.contains(index) else { continue }
+                var item = state.items[index]
+                let was = item.state
+                switch entry.kind {
+                case "done", "failed", "cancelled":
+                    let now = ItemState(rawValue: entry.kind) ?? .failed
+                    if was == .cancelled { state.cancelled -= 1 }  // cancelled off screen, then made after all
+                    if was == .done { state.done -= 1 }
+                    if was == .failed { state.failed -= 1 }
+                    item.state = now
+                    switch now {
+                    case .done: state.done += 1
+                    case .failed: state.failed += 1
+                    default: state.cancelled += 1
+                    }
+                    if fields["preview"] != nil { item.previewSent = true }
+                case "preview":
+                    item.previewSent = true
+                default:
+                    break
+                }
+                state.items[index] = item
+            }
+            if let finishedAgo {
+                state.finishedAt = ContinuousClock.now - finishedAgo
+                _ = log.finish()
+            }
+        }
+    }
+
+    /// Appends `end` if every item has finished (a restored batch whose end was not recorded).
+    func endIfDone() {
+        let woken = state.withLock { endIfComplete(&$0) ?? [] }
+        wake(woken)
+    }
+
+    /// The items still to make (after a restore).
+    var unfinished: [Int] { state.withLock { $0.items.filter { !$0.isTerminal }.map(\.index) } }
 
     // MARK: Transitions
 
@@ -235,6 +290,10 @@ public final class Batch: Sendable {
     }
 
     func fail(_ index: Int, error: ThumbdError) {
+        // Cut short by a shutdown whose restart takes the batch up again: not an outcome.
+        // The item stays unfinished (so does the stream, which the shutdown closes), and the
+        // restarted daemon makes it; a reconnecting EventSource gets its done from there.
+        if error.code == .shuttingDown, journal?.isClosed == true { return }
         finish(index, as: .failed) { item, _ in
             """
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\

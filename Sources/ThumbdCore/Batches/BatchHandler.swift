@@ -53,7 +53,7 @@ struct BatchHandler: Sendable {
         do {
             let parsed = try BatchRequest(body: request.body, maxItems: maxItems)
             let batch = try registry.create(parsed, accept: request.headers["accept"],
-                                            requestID: requestID)
+                                            requestID: requestID, body: request.body)
             return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
         } catch {
             return .error(error)

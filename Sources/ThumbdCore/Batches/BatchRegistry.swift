@@ -55,20 +55,17 @@ final class BatchRegistry: Sendable {
         batches.withLock { batches in (batches.values.filter { !$0.isFinished }.count, batches.count) }
     }
 
-    /// `accept` resolves `format=auto` for every item (the POST's Accept).
-    func create(_ request: BatchRequest, accept: String? = nil, requestID: String? = nil) throws(ThumbdError) -> Batch {
-        let avif = variants.thumbnailer.canEncodeAVIF
-        if request.thumbnail?.format == .fixed(.avif) && !avif {
-            throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
-        }
-        let variant = request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
-        let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
-        let item = Item(variant: variant, query: query, preview: request.preview, priority: request.priority)
+    /// `accept` resolves `format=auto` for every item (the POST's Accept). `body`: the POST's
+    /// body, recorded in the batch's journal so that the batch survives a restart.
+    func create(_ request: BatchRequest, accept: String? = nil, requestID: String? = nil,
+                body: Bytes? = nil) throws(ThumbdError) -> Batch {
+        let base = try baseItem(of: request, accept: accept)
         var generator = SystemRandomNumberGenerator()
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
+        let journal = body.map { _ in BatchJournal.new(id: id, store: source.store) }
         let batch = Batch(id: id, items: request.items,
                           progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
-                          cancelOffscreen: request.cancelOffscreen)
+                          cancelOffscreen: request.cancelOffscreen, journal: journal)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
@@ -78,11 +75,33 @@ final class BatchRegistry: Sendable {
         guard admitted else {
             throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
+        if let journal, let body {
+            journal.begin(.init(body: String(decoding: body.array, as: UTF8.self), accept: accept), createdAt: ObjectSource.now())
+        }
         // What is on screen is started first: its fetches are queued (and connect) first,
         // and its jobs carry the focus from the start.
         _ = batch.focus(Set(request.focus))
         let focused = Set(request.focus)
-        for index in request.focus + request.items.indices.filter({ !focused.contains($0) }) {
+        start(batch, request, base: base, indices: request.focus + request.items.indices.filter { !focused.contains($0) },
+              accept: accept, requestID: requestID)
+        return batch
+    }
+
+    /// What every item asks for unless it says otherwise; throws for the whole batch.
+    private func baseItem(of request: BatchRequest, accept: String?) throws(ThumbdError) -> Item {
+        if request.thumbnail?.format == .fixed(.avif) && !variants.thumbnailer.canEncodeAVIF {
+            throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
+        }
+        let variant = request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
+        let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
+        return Item(variant: variant, query: query, preview: request.preview, priority: request.priority)
+    }
+
+    /// Starts `indices` of `batch`, each with its own parameters and signature; an item
+    /// whose are wrong fails alone.
+    private func start(_ batch: Batch, _ request: BatchRequest, base: Item, indices: [Int], accept: String?, requestID: String?) {
+        let avif = variants.thumbnailer.canEncodeAVIF
+        for index in indices {
             let entry = request.items[index]
             let own = index < request.itemParameters.count ? request.itemParameters[index] : [:]
             // Signed URLs: each item is signed as the /thumb request its src names, and its
@@ -99,23 +118,65 @@ final class BatchRegistry: Sendable {
             }
             let spec: Item
             if own.isEmpty {
-                spec = item.signed(signature)
+                spec = base.signed(signature)
             } else {
                 // This item's parameters win over the batch's; bad ones fail this item only.
                 do {
                     let merged = request.parameters.merging(own) { $1 }
                     spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, preview: request.preview,
-                                       priority: request.priority)
+                                         priority: request.priority)
                         .signed(signature)
                 } catch {
                     batch.fail(index, error: error)
                     continue
                 }
             }
-            specs.withLock { $0[ItemKey(batch: id, index: index)] = spec }
+            specs.withLock { $0[ItemKey(batch: batch.id, index: index)] = spec }
             start(batch, index: index, url: entry.url, spec, requestID: requestID)
         }
-        return batch
+    }
+
+    /// At start-up: the batches recorded in the store's journals come back as they were, with
+    /// their logs (same ids) and their items' states; what had not finished starts again.
+    /// Returns how many came back.
+    @discardableResult
+    func restore(_ journals: [Journal], logger: Logger) -> Int {
+        let now = ObjectSource.now()
+        var restored = 0
+        for journal in journals {
+            if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
+            guard let definition = BatchJournal.definition(of: journal),
+                  let request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
+                  let base = try? baseItem(of: request, accept: definition.accept)
+            else {
+                logger.warning("batch.restore.skipped", metadata: ["batch.id": "\(journal.id)"])
+                continue
+            }
+            let batch = Batch(id: journal.id, items: request.items,
+                              progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
+                              cancelOffscreen: request.cancelOffscreen,
+                              journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),
+                              started: .now - .seconds(max(0, now - journal.createdAt)))
+            batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
+            batch.log.skip(to: journal.reserved)
+            batches.withLock { $0[journal.id] = batch }
+            restored += 1
+            guard !batch.isFinished else { continue }
+            let unfinished = batch.unfinished
+            if unfinished.isEmpty {
+                batch.endIfDone()  // every item had finished; only the end was lost
+            } else {
+                start(batch, request, base: base, indices: unfinished, accept: definition.accept, requestID: nil)
+            }
+        }
+        pruneJournals()
+        return restored
+    }
+
+    /// Journals of batches gone past their retention (or past `maxKept`) are deleted.
+    private func pruneJournals() {
+        source.store.pruneJournals(finishedBefore: ObjectSource.now() - Int64(configuration.retentionSeconds),
+                                   keepFinished: configuration.maxKept)
     }
 
     func batch(_ id: String) -> Batch? { batches.withLock { $0[id] } }
@@ -156,6 +217,12 @@ final class BatchRegistry: Sendable {
     func closeStreams() {
         timer.cancel()
         for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
+    }
+
+    /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so
+    /// that the items the shutdown cuts short start again after the restart.
+    func stopRecording() {
+        for batch in batches.withLock({ Array($0.values) }) { batch.journal?.close() }
     }
 
     /// After the server has stopped: ends the delivery lanes.
@@ -297,6 +364,7 @@ final class BatchRegistry: Sendable {
 
     private func tick() {
         pruneFinished()
+        pruneJournals()
         delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
     }
 }

@@ -4,7 +4,9 @@ import Synchronization
 /// Every event of one batch, in order, each already rendered as SSE text. Subscribers read
 /// from it at their own position (a cursor), so a slow reader costs nothing but its cursor:
 /// there is no queue per subscriber to grow. A late subscriber starts from the beginning,
-/// or after its `Last-Event-ID`. Ids are 1, 2, 3… within the log.
+/// or after its `Last-Event-ID`. Ids are 1, 2, 3… within the log; a log restored after a
+/// restart keeps its recorded events' ids and goes on from its journal's reservation, so
+/// ids only ever increase.
 ///
 /// Closing comes after delivering. Once the log is finished, its streams end only when every
 /// subscriber has been handed the last event (or `closeGrace` has passed, for a reader that
@@ -24,6 +26,7 @@ public final class EventLog: Sendable {
 
     private struct State {
         var events: [Event] = []
+        var nextID = 1
         var finished = false
         var subscribers: [ObjectIdentifier: EventSubscriber] = [:]
         /// After the end: subscribers not yet handed every event. Streams close once it is empty.
@@ -38,7 +41,40 @@ public final class EventLog: Sendable {
     /// Who writes to many subscribers at once (nil: the caller's thread does).
     private let delivery: Delivery?
 
-    init(delivery: Delivery? = nil) { self.delivery = delivery }
+    /// Told of every event appended (id, name, JSON), under the log's lock so in order: the
+    /// batch's journal records them.
+    private let record: (@Sendable (Int, String, String) -> Void)?
+
+    init(delivery: Delivery? = nil, record: (@Sendable (Int, String, String) -> Void)? = nil) {
+        self.delivery = delivery
+        self.record = record
+    }
+
+    /// Puts back an event recorded before a restart, with its id (ids must increase).
+    func restore(id: Int, _ name: String, _ json: String) {
+        state.withLock { state in
+            precondition(id >= state.nextID, "restored event \(id) after \(state.nextID - 1)")
+            state.nextID = id
+            Self.add(name, json, to: &state)
+        }
+    }
+
+    /// The next event gets at least `id` (a restored log goes on after every id used before).
+    func skip(to id: Int) {
+        state.withLock { $0.nextID = max($0.nextID, id) }
+    }
+
+    private static func add(_ name: String, _ json: String, to state: inout State) {
+        let id = state.nextID
+        state.nextID += 1
+        var text = "id: \(id)\nevent: \(name)\n"
+        for line in json.split(separator: "\n", omittingEmptySubsequences: false) {
+            text += "data: \(line)\n"
+        }
+        text += "\n"
+        state.events.append(Event(id: id, text: Array(text.utf8)[...]))
+        state.textBytes += text.utf8.count
+    }
 
     /// Appends an event and returns the subscribers to wake (wake them after releasing any
     /// lock of your own).
@@ -46,14 +82,9 @@ public final class EventLog: Sendable {
     func append(_ name: String, _ json: String) -> [EventSubscriber] {
         state.withLock { state in
             precondition(!state.finished, "event \(name) after the end of the log")
-            let id = state.events.count + 1
-            var text = "id: \(id)\nevent: \(name)\n"
-            for line in json.split(separator: "\n", omittingEmptySubsequences: false) {
-                text += "data: \(line)\n"
-            }
-            text += "\n"
-            state.events.append(Event(id: id, text: Array(text.utf8)[...]))
-            state.textBytes += text.utf8.count
+            let id = state.nextID
+            Self.add(name, json, to: &state)
+            record?(id, name, json)
             return Array(state.subscribers.values)
         }
     }
@@ -128,10 +159,18 @@ public final class EventLog: Sendable {
     var isFinished: Bool { state.withLock { $0.finished } }
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
-    /// The index of the first event after `lastEventID` (0 for everything).
+    /// The index of the first event after `lastEventID` (0 for everything). Ids increase
+    /// but may jump (after a restart), so it is searched for.
     func index(after lastEventID: Int?) -> Int {
         guard let lastEventID else { return 0 }
-        return state.withLock { max(0, min(lastEventID, $0.events.count)) }  // ids are index + 1
+        return state.withLock { state in
+            var low = 0, high = state.events.count
+            while low < high {
+                let middle = (low + high) / 2
+                if state.events[middle].id <= lastEventID { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
     }
 
     /// Events from `index` on (at most `limit`), and whether the log is finished.

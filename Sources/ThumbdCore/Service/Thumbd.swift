@@ -190,9 +190,20 @@ public final class Thumbd: Service, Sendable {
                                   variants: variants, metricsServer: metricsServer,
                                   freeMemory: FreeMemory(every: Self.freeMemoryInterval)))
         }
+        // Batches kept across the restart come back once the server runs: their unfinished
+        // items start again, and their streams answer reconnecting clients.
+        let journals: [Journal]
+        do {
+            journals = try store.loadJournals()
+        } catch {
+            logger.warning("batch.restore.failed", metadata: ["error": "\(error)"])
+            journals = []
+        }
+        let restored = batches.restore(journals, logger: logger)
         logger.info("thumbd.started", metadata: [
             "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
             "store.path": "\(configuration.store.path)", "thumbnails.avif": "\(thumbnailer.canEncodeAVIF)",
+            "batches.restored": "\(restored)",
         ])
         if !Thumbnailer.modulesRestricted {
             logger.warning("thumbnails.modules: libvips loaded every module of its own directory (no private module directory could be made under the temporary directory); loaders other than thumbd's stay blocked")
@@ -230,6 +241,7 @@ public final class Thumbd: Service, Sendable {
         logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(parts.coalescer.inFlightCount)"])
         parts.server.stopAccepting()
         _ = parts.coalescer.waitUntilIdle(timeout: .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000)))
+        parts.batches.stopRecording()
         parts.loop.shutdown()
         parts.stage.drain()
         // Queued resizes are answered 503, running ones stopped; their answers go out below.

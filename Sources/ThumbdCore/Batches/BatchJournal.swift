@@ -1,0 +1,90 @@
+import BlobStore
+import Dispatch
+import Foundation
+import Support
+import Synchronization
+
+/// A batch's record in the store, so that it survives a restart of the daemon (an upgrade, a
+/// crash): its definition (the POST's body and `Accept`) when it is created, then every
+/// event but `progress` with its id, as it is appended to the log. On start-up the registry
+/// rebuilds each kept batch from its journal: its log (same ids, so `Last-Event-ID` resumes
+/// as before), its items' states, and it starts again what had not finished.
+///
+/// Progress events are not recorded (a few per second per item), but their ids are
+/// reserved: the journal keeps `reserved`, above every id used, a block ahead of the log,
+/// and the restored log goes on from there, so an id a client saw is never given again.
+final class BatchJournal: Sendable {
+    /// Ids reserved at a time; the next block is asked for when half of this one is used.
+    static let block = 1024
+
+    let id: String
+    private let store: CacheStore
+    private let reservation: Mutex<(asked: Int, committed: Int)>
+    /// Shutdown: what happens from here on (transfers aborted, resizes stopped) is not the
+    /// batch's outcome, so it is not recorded; after the restart those items start again.
+    private let closed = Atomic<Bool>(false)
+
+    func close() { closed.store(true, ordering: .relaxed) }
+
+    var isClosed: Bool { closed.load(ordering: .relaxed) }
+
+    /// A restored batch's journal, whose ids so far are all below `reserved`.
+    init(id: String, store: CacheStore, reserved: Int) {
+        self.id = id
+        self.store = store
+        reservation = Mutex((reserved, reserved))
+    }
+
+    /// What `POST /batches` was given: enough to build the batch again.
+    struct Definition: Codable {
+        var body: String
+        var accept: String?
+    }
+
+    /// Records a new batch (the write is queued; the caller does not wait). Ids start at 1,
+    /// below the first block; the journal's reserved id is recorded with it, so even a crash
+    /// before the first reservation commits cannot reuse one.
+    static func new(id: String, store: CacheStore) -> BatchJournal {
+        BatchJournal(id: id, store: store, reserved: block)
+    }
+
+    /// Writes the definition (before the batch's first event).
+    func begin(_ definition: Definition, createdAt: Int64) {
+        let data = (try? JSONEncoder().encode(definition)).map { Bytes(Array($0)) } ?? .empty
+        store.openJournal(id: id, definition: data, createdAt: createdAt, reserved: Self.block)
+    }
+
+    static func definition(of journal: Journal) -> Definition? {
+        try? JSONDecoder().decode(Definition.self, from: Data(journal.definition.array))
+    }
+
+    /// The log appended event `eventID` (under its lock, so in order).
+    func record(_ eventID: Int, _ name: String, _ json: String) {
+        guard !closed.load(ordering: .relaxed) else { return }
+        if name != "progress" {
+            store.appendJournal(id: id, Journal.Entry(sequence: eventID, kind: name, data: Bytes(Array(json.utf8))))
+        }
+        if name == "end" { store.finishJournal(id: id, at: ObjectSource.now()) }
+        reserve(beyond: eventID)
+    }
+
+    /// Keeps the committed reservation above `eventID`: the next block is asked for early,
+    /// and only if it has not committed by the time the log reaches it does this wait for it.
+    private func reserve(beyond eventID: Int) {
+        let (ask, mustWait) = reservation.withLock { reservation -> (Int?, Bool) in
+            var ask: Int?
+            if eventID + Self.block / 2 >= reservation.asked {
+                reservation.asked += Self.block
+                ask = reservation.asked
+            }
+            return (ask, eventID + 1 >= reservation.committed)
+        }
+        guard let ask = ask ?? (mustWait ? reservation.withLock({ $0.asked }) : nil) else { return }
+        let committed = DispatchSemaphore(value: 0)
+        store.reserveJournal(id: id, upTo: ask) { [self] ok in
+            if ok { reservation.withLock { $0.committed = max($0.committed, ask) } }
+            committed.signal()
+        }
+        if mustWait { _ = committed.wait(timeout: .now() + .seconds(2)) }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import ThumbdClient
+import ThumbdCore
+import ThumbdTesting
+import Testing
+
+/// A batch is kept in the store's journal: after a restart of the daemon its snapshot, its
+/// stream and a reconnecting EventSource (`Last-Event-ID`) work as before, and what was not
+/// finished is made again. (A SIGKILL mid-batch: scripts/smoke/test_11_batch_restart.sh.)
+@Suite("Batches across a restart")
+struct BatchRestartTests {
+    static func ids(_ events: [EventStreamParser.Event]) -> [Int] { events.compactMap { Int($0.lastEventID) } }
+
+    @Test("an unfinished batch: snapshot and stream come back, Last-Event-ID resumes with no gap or duplicate, the rest is made")
+    func unfinishedBatch() async throws {
+        let origin = try TestOrigin()
+        let first = try TestDaemon()
+        defer { first.remove(); origin.stop() }
+        let urls = (0..<3).map { origin.url("/img/restart\($0).jpg") } + [origin.url("/gate/restart")]
+        let batch = try await first.createBatch(urls)
+        // A subscriber reads until the three quick items are done, then the daemon restarts.
+        let partial = try await blocking {
+            let client = try EventStreamClient(port: first.port, path: batch.events)
+            try client.read(seconds: 20) { parser in parser.events.filter { $0.type == "done" }.count == 3 }
+            client.close()
+            return client
+        }
+        let lastSeen = try #require(Int(partial.parser.lastEventID))
+        #expect(try await eventually { try await origin.requests("/gate/restart") == 1 })
+        first.stop()
+
+        let second = try TestDaemon(directory: first.directory)
+        defer { second.stop() }
+        let snapshot = try await request(second.port, "/batches/\(batch.id)")
+        #expect(snapshot.status == 200)
+        let counts = snapshot.json["counts"] as? [String: Any]
+        #expect(counts?["done"] as? Int == 3 && counts?["total"] as? Int == 4, "\(snapshot.text)")
+        #expect(snapshot.json["state"] as? String == "running")
+        try await origin.release("restart")
+        let resumed = try await second.allEvents(batch.events, lastEventID: String(lastSeen)).parser.events
+        let done = resumed.filter { $0.type == "done" }.compactMap { payload($0)["index"] as? Int }
+        #expect(done == [3], "\(resumed.map(\.type))")  // no item twice, none missing
+        #expect(resumed.last?.type == "end")
+        #expect(payload(resumed.last!)["done"] as? Int == 4)
+        #expect(Self.ids(resumed).allSatisfy { $0 > lastSeen })
+        // From the start: every event once, ids increasing across the restart.
+        let whole = try await second.allEvents(batch.events).parser.events
+        #expect(whole.filter { $0.type == "done" }.compactMap { payload($0)["index"] as? Int }.sorted() == [0, 1, 2, 3])
+        #expect(zip(Self.ids(whole), Self.ids(whole).dropFirst()).allSatisfy { $0 < $1 })
+        #expect(!whole.contains { $0.type == "failed" })  // the shutdown's abort is not an outcome
+        // The quick items came from before the restart; the held one was fetched again.
+        #expect(try await origin.requests("/img/restart0.jpg") == 1)
+        #expect(try await origin.requests("/gate/restart") == 2)
+    }
+
+    @Test("a finished batch: the same events with the same ids after a restart; past its retention, 404")
+    func finishedBatch() async throws {
+        let origin = try TestOrigin()
+        let first = try TestDaemon()
+        defer { first.remove(); origin.stop() }
+        let batch = try await first.createBatch([origin.url("/img/kept0.jpg"), origin.url("/status/404")])
+        let before = try await first.allEvents(batch.events).parser.events
+        #expect(before.last?.type == "end")
+        first.stop()
+
+        let second = try TestDaemon(directory: first.directory)
+        let after = try await second.allEvents(batch.events).parser.events
+        #expect(after.map(\.lastEventID) == before.filter { $0.type != "progress" }.map(\.lastEventID))
+        #expect(after.map(\.data) == before.filter { $0.type != "progress" }.map(\.data))
+        let snapshot = try await request(second.port, "/batches/\(batch.id)")
+        #expect(snapshot.json["state"] as? String == "finished")
+        second.stop()
+
+        let third = try TestDaemon(directory: first.directory) { $0.batches.retentionSeconds = 0 }
+        defer { third.stop() }
+        #expect(try await request(third.port, "/batches/\(batch.id)").status == 404)
+    }
+}
