@@ -199,8 +199,8 @@ struct ResizeLaneTests {
             seen.withLock { $0 = ThreadPriority.current }
         } dropped: { _ in } timedOut: {}
         try await Self.wait { seen.withLock { $0 } != nil }
-        #expect(seen.withLock { $0 } == ResizeLane.niceness)
-        #expect(!workers.withLock { $0 }.isEmpty && workers.withLock { $0 }.allSatisfy { $0 >= ResizeLane.niceness })
+        #expect(seen.withLock { $0 } == ResizeLane.defaultNiceness)
+        #expect(!workers.withLock { $0 }.isEmpty && workers.withLock { $0 }.allSatisfy { $0 >= ResizeLane.defaultNiceness })
         #expect(ThreadPriority.current == 0)  // this thread is untouched
         lane.stop()
     }

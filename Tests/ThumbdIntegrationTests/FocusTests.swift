@@ -111,6 +111,28 @@ struct FocusTests {
         }
     }
 
+    @Test("items off screen wait until the screen is done, or screenFirstMilliseconds at most", arguments: [60_000, 200])
+    func offscreenWaitsForTheScreen(cap: Int) async throws {
+        try await withOriginAndDaemon({ $0.batches.screenFirstMilliseconds = cap }) { origin, daemon in
+            let batch = try await daemon.createBatch([origin.url("/gate/screen\(cap)"), origin.url("/img/below\(cap)a.jpg"),
+                                                      origin.url("/img/below\(cap)b.jpg")], extra: ",\"focus\":[0]")
+            #expect(try await eventually { try await origin.requests("/gate/screen\(cap)") == 1 })
+            if cap > 1_000 {
+                try await Task.sleep(for: .milliseconds(400))
+                #expect(try await origin.requests("/img/below\(cap)a.jpg") == 0)  // held back while the screen loads
+                try await origin.release("screen\(cap)")
+            } else {
+                // The screen's item is still held: the cap starts the others anyway.
+                #expect(try await eventually { try await origin.requests("/img/below\(cap)b.jpg") == 1 })
+                try await origin.release("screen\(cap)")
+            }
+            let events = try await daemon.allEvents(batch.events).parser.events
+            #expect(events.filter { $0.type == "done" }.count == 3)
+            let done = events.filter { $0.type == "done" }.compactMap { payload($0)["index"] as? Int }
+            if cap > 1_000 { #expect(done.first == 0) }
+        }
+    }
+
     @Test("a bad focus is a clear 4xx: an index out of range, not a list, an unknown batch, a wrong method")
     func badFocus() async throws {
         try await withOriginAndDaemon { origin, daemon in

@@ -56,6 +56,46 @@ public final class Batch: Sendable {
         /// Previews being made for items already done: `end` waits for them (each ends once:
         /// made, dropped, refused or timed out).
         var pendingPreviews = 0
+        /// Items off screen not started yet: they wait until every item on screen has
+        /// finished (or `releaseDeferred` is called), so the screen's downloads and resizes
+        /// have the network and the cores to themselves.
+        var deferred: Set<Int> = []
+
+        /// Whether an item on screen is still to finish.
+        var screenBusy: Bool { items.contains { $0.focused && !$0.isTerminal && !deferred.contains($0.index) } }
+
+        /// The deferred items, once nothing on screen is left to finish (emptied).
+        mutating func releasable() -> [Int] {
+            guard !deferred.isEmpty, !screenBusy else { return [] }
+            defer { deferred = [] }
+            return deferred.sorted()
+        }
+    }
+
+    /// Starts items that were deferred (set by the registry); called outside the lock.
+    let startDeferred = Mutex<(@Sendable ([Int]) -> Void)?>(nil)
+
+    /// Holds `indices` back until the items on screen have finished.
+    func deferUntilScreenDone(_ indices: [Int]) {
+        let released = state.withLock { state -> [Int] in
+            state.deferred.formUnion(indices)
+            return state.releasable()
+        }
+        start(released)
+    }
+
+    /// Starts every deferred item now (the wait for the screen has lasted long enough).
+    func releaseDeferred() {
+        let released = state.withLock { state -> [Int] in
+            defer { state.deferred = [] }
+            return state.deferred.sorted()
+        }
+        start(released)
+    }
+
+    private func start(_ indices: [Int]) {
+        guard !indices.isEmpty, let start = startDeferred.withLock({ $0 }) else { return }
+        start(indices)
     }
 
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
@@ -176,7 +216,8 @@ public final class Batch: Sendable {
     /// cancelled off screen that are back on it, to start again (state `queued` once more),
     /// unless the batch has ended.
     func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> [Int] {
-        state.withLock { state -> [Int] in
+        var deferredNow: [Int] = []
+        let back = state.withLock { state -> [Int] in
             var back: [Int] = []
             for index in state.items.indices {
                 let onScreen = indices.contains(index)
@@ -197,8 +238,14 @@ public final class Batch: Sendable {
                 }
                 state.items[index] = item
             }
+            // Deferred items now on screen start at once; the rest once the screen is done.
+            let shown = state.deferred.intersection(indices)
+            state.deferred.subtract(shown)
+            deferredNow = shown.sorted() + state.releasable()
             return back
         }
+        start(deferredNow)
+        return back
     }
 
     /// The items on screen now, in index order.
@@ -305,7 +352,10 @@ public final class Batch: Sendable {
     /// Cancels every item not finished yet, and the previews still being made. Returns the
     /// tickets to leave (outside our lock).
     func cancel() -> [FlightTicket] {
-        state.withLock { $0.pendingPreviews = 0 }
+        state.withLock { state in
+            state.pendingPreviews = 0
+            state.deferred = []
+        }
         return cancel(where: { _ in true }, offscreen: false)
     }
 
@@ -337,6 +387,7 @@ public final class Batch: Sendable {
 
     private func finish(_ index: Int, as final: ItemState, event: (Item, Int) -> String) {
         var observer: (FetchJob, UInt64)?
+        var released: [Int] = []
         let woken = state.withLock { state -> [EventSubscriber] in
             guard !state.items[index].isTerminal else { return [] }
             state.items[index].state = final
@@ -346,10 +397,12 @@ public final class Batch: Sendable {
             if let job = item.job, let token = item.observer { observer = (job, token) }
             let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
             let woken = log.append(final == .done ? "done" : "failed", event(item, elapsed))
+            released = state.releasable()
             return endIfComplete(&state) ?? woken
         }
         if let (job, token) = observer { job.stopObserving(token) }
         wake(woken)
+        start(released)
     }
 
     /// Appends `end` once every item is final. Returns the subscribers to wake then (every

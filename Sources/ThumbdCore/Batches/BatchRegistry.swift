@@ -78,12 +78,27 @@ final class BatchRegistry: Sendable {
         if let journal, let body {
             journal.begin(.init(body: String(decoding: body.array, as: UTF8.self), accept: accept), createdAt: ObjectSource.now())
         }
-        // What is on screen is started first: its fetches are queued (and connect) first,
-        // and its jobs carry the focus from the start.
+        // What is on screen starts first, carrying the focus; the rest waits until the screen
+        // is done (at most batches.screenFirstMilliseconds), so that the first screen has the
+        // network and the cores to itself, as a browser holds back its images off screen.
+        batch.startDeferred.withLock {
+            $0 = { [weak self, weak batch] indices in
+                guard let self, let batch else { return }
+                start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
+            }
+        }
         _ = batch.focus(Set(request.focus))
         let focused = Set(request.focus)
-        start(batch, request, base: base, indices: request.focus + request.items.indices.filter { !focused.contains($0) },
-              accept: accept, requestID: requestID)
+        let offscreen = request.items.indices.filter { !focused.contains($0) }
+        start(batch, request, base: base, indices: request.focus, accept: accept, requestID: requestID)
+        if request.focus.isEmpty || configuration.screenFirstMilliseconds == 0 {
+            start(batch, request, base: base, indices: offscreen, accept: accept, requestID: requestID)
+        } else {
+            batch.deferUntilScreenDone(offscreen)
+            queue.asyncAfter(deadline: .now() + .milliseconds(configuration.screenFirstMilliseconds)) { [weak batch] in
+                batch?.releaseDeferred()
+            }
+        }
         return batch
     }
 

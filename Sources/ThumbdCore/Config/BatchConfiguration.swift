@@ -24,6 +24,10 @@ public struct BatchConfiguration: Sendable {
     /// item that was on screen and has been off it this long is cancelled (it is taken up
     /// again if it comes back). Long enough that a quick scroll back and forth keeps its work.
     public var offscreenCancelSeconds = 2.0
+    /// `batches.screenFirstMilliseconds`: in a batch posted with `"focus"`, the items off
+    /// screen start once every item on screen has finished, or after this long at most (a
+    /// slow origin on screen must not hold the rest back); 0: all start at once.
+    public var screenFirstMilliseconds = 2000
 
     public init() {}
 
@@ -38,6 +42,7 @@ public struct BatchConfiguration: Sendable {
         retryMilliseconds = try r.int("retryMilliseconds", retryMilliseconds)
         progressIntervalMilliseconds = try r.int("progressIntervalMilliseconds", progressIntervalMilliseconds)
         offscreenCancelSeconds = try r.double("offscreenCancelSeconds", offscreenCancelSeconds)
+        screenFirstMilliseconds = try r.int("screenFirstMilliseconds", screenFirstMilliseconds)
         try validate()
     }
 
@@ -51,5 +56,6 @@ public struct BatchConfiguration: Sendable {
         try require(retryMilliseconds >= 0, "batches.retryMilliseconds", "must not be negative")
         try require(progressIntervalMilliseconds >= 0, "batches.progressIntervalMilliseconds", "must not be negative")
         try require(offscreenCancelSeconds >= 0, "batches.offscreenCancelSeconds", "must not be negative")
+        try require(screenFirstMilliseconds >= 0, "batches.screenFirstMilliseconds", "must not be negative")
     }
 }

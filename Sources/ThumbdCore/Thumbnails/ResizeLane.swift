@@ -31,6 +31,8 @@ final class ResizeLane: Sendable {
         var timeLimit: Duration = .seconds(10)
         /// How long after the time limit the watchdog answers for a resize still running.
         var watchdogSlack: Duration = .milliseconds(500)
+        /// The nice value of the resize threads (the rest of the daemon runs at 0).
+        var niceness: Int32 = ResizeLane.defaultNiceness
     }
 
     /// One resize: its cost, its order, what it runs, and how it is answered when it never
@@ -168,8 +170,8 @@ final class ResizeLane: Sendable {
 
     var isStopped: Bool { state.withLock { $0.stopped } }
 
-    /// The nice value of the resize threads (the rest of the daemon runs at 0).
-    static let niceness: Int32 = 10
+    /// The nice value of the resize threads unless configured (`thumbnails.niceness`).
+    static let defaultNiceness: Int32 = 10
     /// The name libvips gives the threads that compute tiles: the work runs there, not on
     /// the lane's thread, which waits.
     static let libvipsThreads = "libvips worker"
@@ -203,7 +205,7 @@ final class ResizeLane: Sendable {
         for (index, worker) in workers.enumerated() {
             let thread = Thread { [self] in
                 ThreadName.set("thumbd-resize")
-                ThreadPriority.lowerCurrent(to: Self.niceness)
+                ThreadPriority.lowerCurrent(to: configuration.niceness)
                 while case .task(let task) = worker.next() { execute(task, on: index) }
                 worker.exited.signal()
             }
@@ -261,7 +263,7 @@ final class ResizeLane: Sendable {
         if let control = task.start(timeLimit: configuration.timeLimit) {
             // libvips computes on its own pool of threads, started by GLib at nice 0 however
             // the lane's thread runs: those started since the last resize are lowered too.
-            ThreadPriority.lower(threadsNamed: Self.libvipsThreads, to: Self.niceness)
+            ThreadPriority.lower(threadsNamed: Self.libvipsThreads, to: configuration.niceness)
             let watchdog = DispatchWorkItem { [task] in
                 guard task.isRunning else { return }
                 control.cancel()
