@@ -64,15 +64,17 @@ struct FreeMemoryTests {
         // freed blocks again between the return and the reading (they are then resident
         // again, rightly): a few tries, each with a new hole. A returnNow that returns
         // nothing fails every one.
-        var released: [Double] = []
-        for _ in 0..<5 {
+        // Likewise another daemon's trim may return a hole before this test does: such a try
+        // proves nothing and is made again.
+        var tries: [(before: Double, after: Double)] = []
+        for _ in 0..<8 {
             let hole = Hole.resident()
-            #expect(hole.resident > 0.9, "freed, not yet returned: still resident")
+            let before = hole.resident
             FreeMemory.returnNow()
-            released.append(hole.resident)
-            if released.last! < 0.1 { break }
+            tries.append((before, hole.resident))
+            if before > 0.9, tries.last!.after < 0.1 { break }
         }
-        #expect(released.last! < 0.1, "resident after each return: \(released)")
+        #expect(tries.contains { $0.before > 0.9 && $0.after < 0.1 }, "resident before and after each return: \(tries)")
     }
 
     @Test("the timer returns it without being asked")

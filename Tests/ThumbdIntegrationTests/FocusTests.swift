@@ -133,6 +133,18 @@ struct FocusTests {
         }
     }
 
+    @Test("a batch that says what is on screen gets progress events for those items only")
+    func progressOnScreenOnly() async throws {
+        try await withOriginAndDaemon({ $0.batches.progressIntervalMilliseconds = 0 }) { origin, daemon in
+            let slow = (0..<2).map { origin.url("/slow?size=12000&chunk=3000&every=150&n=\($0)") }
+            let batch = try await daemon.createBatch(slow, extra: ",\"focus\":[0]")
+            let events = try await daemon.allEvents(batch.events).parser.events
+            #expect(events.filter { $0.type == "done" }.count == 2)
+            let progress = Set(events.filter { $0.type == "progress" }.compactMap { payload($0)["index"] as? Int })
+            #expect(progress == [0])
+        }
+    }
+
     @Test("a bad focus is a clear 4xx: an index out of range, not a list, an unknown batch, a wrong method")
     func badFocus() async throws {
         try await withOriginAndDaemon { origin, daemon in

@@ -60,6 +60,8 @@ public final class Batch: Sendable {
         /// finished (or `releaseDeferred` is called), so the screen's downloads and resizes
         /// have the network and the cores to themselves.
         var deferred: Set<Int> = []
+        /// The client has said what is on screen (`focus`).
+        var screenKnown = false
 
         /// Whether an item on screen is still to finish.
         var screenBusy: Bool { items.contains { $0.focused && !$0.isTerminal && !deferred.contains($0.index) } }
@@ -219,6 +221,7 @@ public final class Batch: Sendable {
         var deferredNow: [Int] = []
         let back = state.withLock { state -> [Int] in
             var back: [Int] = []
+            state.screenKnown = true
             for index in state.items.indices {
                 let onScreen = indices.contains(index)
                 var item = state.items[index]
@@ -269,6 +272,13 @@ public final class Batch: Sendable {
             // the same: sending both would wake every subscriber twice.
             guard !item.isTerminal, progress.received != progress.total else { return [] }
             item.state = .fetching
+            // A page that says what is on screen shows progress there only: an item off
+            // screen changes state, but sends no progress events (each one is a wake-up and
+            // a redraw in every subscriber's page).
+            guard !state.screenKnown || item.focused else {
+                state.items[index] = item
+                return []
+            }
             let now = ContinuousClock.now
             let totalNowKnown = !item.knewTotal && progress.total != nil
             defer { state.items[index] = item }

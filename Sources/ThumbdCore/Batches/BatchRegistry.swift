@@ -87,7 +87,7 @@ final class BatchRegistry: Sendable {
                 start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
             }
         }
-        _ = batch.focus(Set(request.focus))
+        if !request.focus.isEmpty { _ = batch.focus(Set(request.focus)) }
         let focused = Set(request.focus)
         let offscreen = request.items.indices.filter { !focused.contains($0) }
         start(batch, request, base: base, indices: request.focus, accept: accept, requestID: requestID)

@@ -38,8 +38,8 @@ enum GridPage {
   .frame img.preview { image-rendering:auto; opacity:.85; }
   /* Eight steps a turn, and paused off screen: a grid of spinning tiles must not cost the
      CPU the images need (software-rendered, 120 smooth spinners took more CPU than thumbd). */
-  .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; animation:spin .8s steps(8) infinite; }
-  .offscreen .spinner { animation-play-state:paused; }
+  .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; }
+  .tile:not(.offscreen) .spinner { animation:spin .8s steps(8) infinite; }
   @keyframes spin { to { transform:rotate(360deg); } }
   .pct { position:absolute; bottom:6px; right:8px; font-size:11px; color:var(--muted); }
   .broken { text-align:center; color:var(--bad); font-size:12px; padding:8px; }
@@ -70,6 +70,15 @@ enum GridPage {
   const cancelOffscreen = new URLSearchParams(location.search).get("cancelOffscreen") === "1";
   const brokenIcon = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
   const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
+
+  // What changes in the tiles (a preview, a loaded image, a percentage) is applied together,
+  // at most every 50 ms: each change on its own is a frame for the browser to lay out, paint
+  // and composite, and a grid's events and images come in bursts.
+  let swaps = [], swapping = 0;
+  function paint(swap) {
+    swaps.push(swap);
+    if (!swapping) swapping = setTimeout(() => { swapping = 0; const due = swaps; swaps = []; due.forEach((f) => f()); }, 50);
+  }
 
   // The status line and the bar are redrawn at most every 100 ms: a grid's events come in
   // bursts, and a redraw per event costs the browser a layout and a paint each.
@@ -121,6 +130,7 @@ enum GridPage {
     const side = Math.round(tiles[0].querySelector(".frame").clientWidth * (window.devicePixelRatio || 1)) || 256;
     const onScreen = new Set(tiles.map((el, i) => [el.getBoundingClientRect(), i])
       .filter(([r]) => r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth).map(([, i]) => i));
+    tiles.forEach((el, i) => el.classList.toggle("offscreen", !onScreen.has(i)));
     let response;
     try {
       response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json",
@@ -154,15 +164,17 @@ enum GridPage {
     source.addEventListener("progress", (e) => {
       const d = JSON.parse(e.data), el = tiles[d.index];
       el.dataset.state = "fetching";
-      if (!el.classList.contains("offscreen")) el.querySelector(".pct").textContent = d.total ? Math.round(100 * d.received / d.total) + "%" : kb(d.received);
+      if (!el.classList.contains("offscreen")) paint(() => {
+        el.querySelector(".pct").textContent = d.total ? Math.round(100 * d.received / d.total) + "%" : kb(d.received);
+      });
     });
     // A preview made before its tile: painted blurred until the tile has loaded.
-    const paintPreview = (el, uri) => {
+    const paintPreview = (el, uri) => paint(() => {
       if (el.dataset.loaded === "1" || el.querySelector("img.preview")) return;
       const preview = new Image();
       preview.className = "preview"; preview.alt = ""; preview.src = uri;
       el.querySelector(".frame").replaceChildren(preview);
-    };
+    });
     source.addEventListener("preview", (e) => {
       const d = JSON.parse(e.data);
       paintPreview(tiles[d.index], d.preview);
@@ -176,7 +188,7 @@ enum GridPage {
       // later (from the cache it loads in milliseconds: painting it first would cost more).
       if (d.preview) setTimeout(() => paintPreview(el, d.preview), 100);
       // The tile replaces the spinner or the preview once it has loaded.
-      img.onload = () => { frame.replaceChildren(img); el.dataset.loaded = "1"; };
+      img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; });
       img.onerror = () => { el.dataset.loaded = "0"; };
       img.src = d.src;
       el.dataset.state = "done"; el.dataset.cache = d.cache;
