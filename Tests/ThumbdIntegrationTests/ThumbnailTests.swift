@@ -187,6 +187,23 @@ struct ThumbnailTests {
         }
     }
 
+    @Test("inline: a done whose tile is at most batches.maxInlineBytes carries it as a data URI, the same bytes src answers")
+    func inline() async throws {
+        try await withOriginAndDaemon({ $0.batches.maxInlineBytes = 4096 }) { origin, daemon in
+            try await origin.put("i1.jpg", Self.thumbnailer.testImage(width: 900, height: 600).array)
+            let url = origin.url("/file/i1.jpg")
+            let events = try await Self.batchEvents(daemon, "{\"items\":[{\"url\":\"\(url)\"},{\"url\":\"\(url)\",\"w\":600,\"h\":400}],\"w\":64,\"h\":64,\"format\":\"jpeg\",\"inline\":true}")
+            let done = events.filter { $0.type == "done" }.map(payload).sorted { ($0["index"] as? Int ?? 0) < ($1["index"] as? Int ?? 0) }
+            #expect(done.count == 2)
+            let small = try #require(done.first)
+            let uri = try #require(small["inline"] as? String)
+            #expect(uri.hasPrefix("data:image/jpeg;base64,"))
+            let tile = try await request(daemon.port, try #require(small["src"] as? String))
+            #expect(Data(base64Encoded: String(uri.dropFirst("data:image/jpeg;base64,".count))) == Data(tile.body))
+            #expect((done.last?["bytes"] as? Int ?? 0) > 4096 && done.last?["inline"] == nil)  // too large: src only
+        }
+    }
+
     @Test("previews never delay a tile: a tile cached without one is done at once, its preview follows, and is stored")
     func previewAfterDone() async throws {
         try await withOriginAndDaemon { origin, daemon in

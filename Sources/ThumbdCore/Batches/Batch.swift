@@ -1,5 +1,6 @@
 import BlobStore
 import Foundation
+import Support
 import Synchronization
 import Upstream
 
@@ -327,7 +328,8 @@ public final class Batch: Sendable {
 
     func previewSent(_ index: Int) -> Bool { state.withLock { $0.items[index].previewSent } }
 
-    func succeed(_ index: Int, object: CachedObject, cache: String, preview: String? = nil) {
+    /// `inline`: the largest image sent inside `done` as a data URI (0: none).
+    func succeed(_ index: Int, object: CachedObject, cache: String, preview: String? = nil, inline: Int = 0) {
         // A preview already sent is not repeated in `done`.
         let preview = preview.flatMap { uri in
             state.withLock { state -> String? in
@@ -341,9 +343,14 @@ public final class Batch: Sendable {
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
             "src":\(Self.json(item.src)),"status":200,"bytes":\(object.body.count),\
             "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)\
-            \(preview.map { ",\"preview\":\(JSONText.quote($0))" } ?? "")}
+            \(preview.map { ",\"preview\":\(JSONText.quote($0))" } ?? "")\
+            \(object.body.count <= inline ? ",\"inline\":\"data:\(object.contentType);base64,\(Self.base64(object.body))\"" : "")}
             """
         }
+    }
+
+    private static func base64(_ body: Bytes) -> String {
+        body.withUnsafeBytes { Data($0).base64EncodedString() }
     }
 
     func fail(_ index: Int, error: ThumbdError) {

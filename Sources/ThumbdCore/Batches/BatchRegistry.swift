@@ -109,7 +109,8 @@ final class BatchRegistry: Sendable {
         }
         let variant = request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
         let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
-        return Item(variant: variant, query: query, preview: request.preview, priority: request.priority)
+        return Item(variant: variant, query: query, preview: request.preview, priority: request.priority,
+                    inline: request.inline ? configuration.maxInlineBytes : 0)
     }
 
     /// Starts `indices` of `batch`, each with its own parameters and signature; an item
@@ -139,7 +140,7 @@ final class BatchRegistry: Sendable {
                 do {
                     let merged = request.parameters.merging(own) { $1 }
                     spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, preview: request.preview,
-                                         priority: request.priority)
+                                         priority: request.priority, inline: base.inline)
                         .signed(signature)
                 } catch {
                     batch.fail(index, error: error)
@@ -248,7 +249,7 @@ final class BatchRegistry: Sendable {
 
     /// An item with thumbnail parameters of its own.
     private static func item(_ parameters: [String: String], accept: String?, avif: Bool, offered: [ImageFormat],
-                             preview: Bool, priority: Priority) throws(ThumbdError) -> Item {
+                             preview: Bool, priority: Priority, inline: Int) throws(ThumbdError) -> Item {
         let parsed = try ThumbnailParameters { parameters[$0] }
         if parsed?.format == .fixed(.avif) && !avif {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
@@ -256,7 +257,8 @@ final class BatchRegistry: Sendable {
         let query = ThumbnailParameters.names.compactMap { name in
             parameters[name].map { "&\(name)=\(QueryValue.encode($0))" }
         }.joined()
-        return Item(variant: parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority)
+        return Item(variant: parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority,
+                    inline: inline)
     }
 
     /// What every item of a batch asks for.
@@ -265,6 +267,8 @@ final class BatchRegistry: Sendable {
         var query: String
         var preview: Bool
         var priority: Priority
+        /// The largest image sent inside `done` (0: none).
+        var inline: Int
 
         /// The same, with `&sig=…` (or nothing) at the end of its src's query.
         func signed(_ signature: String) -> Item {
@@ -325,11 +329,11 @@ final class BatchRegistry: Sendable {
             let stored = batch.previewSent(index) ? nil : Previews.stored(of: key, in: source)
             let make = stored == nil && !batch.previewSent(index)
             if make { batch.expectPreview() }  // `end` waits for it; `done` does not
-            batch.succeed(index, object: object, cache: cache, preview: stored)
+            batch.succeed(index, object: object, cache: cache, preview: stored, inline: item.inline)
             guard make else { return }
             Previews.make(from: object, variants) { [weak batch] uri in batch?.previewFinished(index, uri) }
         case .success(let object):
-            batch.succeed(index, object: object, cache: cache)
+            batch.succeed(index, object: object, cache: cache, inline: item.inline)
         case .failure(let error):
             batch.fail(index, error: error)
         }

@@ -20,6 +20,9 @@ struct BatchRequest {
     var itemSignatures: [String?]
     /// `"preview": true`: each `done` also carries a tiny inline image.
     var preview: Bool
+    /// `"inline": true`: a `done` whose image is small (`batches.maxInlineBytes`) also
+    /// carries it, as a data URI: the page needs no request per tile.
+    var inline: Bool
     /// `"focus": [indices]`: the items on screen now, fetched and made first.
     var focus: [Int]
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
@@ -40,6 +43,7 @@ struct BatchRequest {
         }
         priority = decoded.priority
         preview = decoded.preview
+        inline = decoded.inline
         cancelOffscreen = decoded.cancelOffscreen
         thumbnailQuery = ThumbnailParameters.names.compactMap { name in decoded.parameters[name].map { (name, $0) } }
         parameters = decoded.parameters
@@ -82,10 +86,11 @@ struct BatchRequest {
         var priority = Priority.normal
         var parameters: [String: String] = [:]
         var preview = false
+        var inline = false
         var focus: [Int] = []
         var cancelOffscreen = false
 
-        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, focus, cancelOffscreen }
+        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, inline, focus, cancelOffscreen }
 
         init(from decoder: any Decoder) throws {
             let object = try decoder.container(keyedBy: Key.self)
@@ -104,6 +109,12 @@ struct BatchRequest {
                     throw ThumbdError.badRequest(.badParameter, "preview must be true or false")
                 }
                 preview = flag
+            }
+            if object.contains(.inline) {
+                guard let flag = try? object.decode(Bool.self, forKey: .inline) else {
+                    throw ThumbdError.badRequest(.badParameter, "inline must be true or false")
+                }
+                inline = flag
             }
             if object.contains(.focus) {
                 guard let indices = try? object.decode([Int].self, forKey: .focus) else {

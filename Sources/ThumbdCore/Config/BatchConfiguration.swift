@@ -28,6 +28,9 @@ public struct BatchConfiguration: Sendable {
     /// screen start once every item on screen has finished, or after this long at most (a
     /// slow origin on screen must not hold the rest back); 0: all start at once.
     public var screenFirstMilliseconds = 2000
+    /// `batches.maxInlineBytes`: in a batch posted with `"inline": true`, a `done` whose
+    /// image is at most this large carries it as a data URI (a grid tile: a few kilobytes).
+    public var maxInlineBytes = 16 << 10
 
     public init() {}
 
@@ -43,6 +46,7 @@ public struct BatchConfiguration: Sendable {
         progressIntervalMilliseconds = try r.int("progressIntervalMilliseconds", progressIntervalMilliseconds)
         offscreenCancelSeconds = try r.double("offscreenCancelSeconds", offscreenCancelSeconds)
         screenFirstMilliseconds = try r.int("screenFirstMilliseconds", screenFirstMilliseconds)
+        maxInlineBytes = try r.int("maxInlineBytes", maxInlineBytes)
         try validate()
     }
 
@@ -57,5 +61,6 @@ public struct BatchConfiguration: Sendable {
         try require(progressIntervalMilliseconds >= 0, "batches.progressIntervalMilliseconds", "must not be negative")
         try require(offscreenCancelSeconds >= 0, "batches.offscreenCancelSeconds", "must not be negative")
         try require(screenFirstMilliseconds >= 0, "batches.screenFirstMilliseconds", "must not be negative")
+        try require((0...(1 << 20)).contains(maxInlineBytes), "batches.maxInlineBytes", "must be 0 to 1048576")
     }
 }

@@ -136,7 +136,7 @@ enum GridPage {
       response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json",
                                                                         "Accept": "image/avif,image/webp,*/*" },
                                            body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })),
-                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true,
+                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true, inline: true,
                                                                   focus: [...onScreen], cancelOffscreen }) });
     } catch (e) { status.textContent = "thumbd is not reachable."; finish(false); return; }
     const body = await response.json();
@@ -190,7 +190,7 @@ enum GridPage {
       // The tile replaces the spinner or the preview once it has loaded.
       img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; });
       img.onerror = () => { el.dataset.loaded = "0"; };
-      img.src = d.src;
+      img.src = d.inline || d.src;  // a small tile comes inside the event: no request for it
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
     });
