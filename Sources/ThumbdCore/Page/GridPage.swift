@@ -147,16 +147,21 @@ enum GridPage {
     // As the user scrolls, thumbd hears what is on screen (at most every 100 ms): those
     // tiles go to the head of its queues.
     const sent = batch;
-    let timer = 0;
+    let timer = 0, pending = false;
+    const sendFocus = () => {
+      if (batch === sent && !totals.ended) fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
+                                                  body: JSON.stringify({ items: [...onScreen] }) }).catch(() => {});
+    };
     observer = new IntersectionObserver((entries) => {
       for (const e of entries) {
         if (e.isIntersecting) onScreen.add(+e.target.dataset.index); else onScreen.delete(+e.target.dataset.index);
         e.target.classList.toggle("offscreen", !e.isIntersecting);
       }
-      if (!timer) timer = setTimeout(() => {
-        timer = 0;
-        if (batch === sent && !totals.ended) fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
-                                                    body: JSON.stringify({ items: [...onScreen] }) }).catch(() => {});
+      // At once, then at most every 100 ms while the user scrolls.
+      if (timer) { pending = true; return; }
+      sendFocus();
+      timer = setTimeout(function next() {
+        if (pending) { pending = false; sendFocus(); timer = setTimeout(next, 100); } else timer = 0;
       }, 100);
     });
     tiles.forEach((el, i) => { el.dataset.index = i; observer.observe(el); });
@@ -169,8 +174,10 @@ enum GridPage {
       });
     });
     // A preview made before its tile: painted blurred until the tile has loaded.
-    const paintPreview = (el, uri) => paint(() => {
-      if (el.dataset.loaded === "1" || el.querySelector("img.preview")) return;
+    // A preview event's preview is not painted once the tile's done has come (the tile is
+    // about to be painted: with JPEG tiles done follows within a millisecond or two).
+    const paintPreview = (el, uri, afterDone = false) => paint(() => {
+      if (el.dataset.loaded === "1" || (!afterDone && el.dataset.state === "done") || el.querySelector("img.preview")) return;
       const preview = new Image();
       preview.className = "preview"; preview.alt = ""; preview.src = uri;
       el.querySelector(".frame").replaceChildren(preview);
@@ -186,7 +193,7 @@ enum GridPage {
       img.alt = d.url; img.decoding = "async";
       // A preview that came with done is painted only if the tile has not loaded a moment
       // later (from the cache it loads in milliseconds: painting it first would cost more).
-      if (d.preview) setTimeout(() => paintPreview(el, d.preview), 100);
+      if (d.preview) setTimeout(() => paintPreview(el, d.preview, true), 100);
       // The tile replaces the spinner or the preview once it has loaded.
       img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; });
       img.onerror = () => { el.dataset.loaded = "0"; };
