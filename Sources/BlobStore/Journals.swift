@@ -36,10 +36,18 @@ extension CacheStore {
         }
     }
 
-    public func appendJournal(id: String, _ entry: Journal.Entry) {
+    /// Appends `entries` in one transaction; with `finishedAt`, the journal is finished too.
+    public func appendJournal(id: String, _ entries: [Journal.Entry], finishedAt: Int64? = nil) {
         journalWrite("store.journal.append") { db in
-            try db.cached("INSERT OR REPLACE INTO journal_entries (journal, sequence, kind, data) VALUES (?, ?, ?, ?)")
-                .run([.text(id), .integer(Int64(entry.sequence)), .text(entry.kind), .blob(entry.data)])
+            try db.transaction {
+                for entry in entries {
+                    try db.cached("INSERT OR REPLACE INTO journal_entries (journal, sequence, kind, data) VALUES (?, ?, ?, ?)")
+                        .run([.text(id), .integer(Int64(entry.sequence)), .text(entry.kind), .blob(entry.data)])
+                }
+                if let finishedAt {
+                    try db.cached("UPDATE journals SET finished_at = ? WHERE id = ?").run([.integer(finishedAt), .text(id)])
+                }
+            }
         }
     }
 
@@ -47,12 +55,6 @@ extension CacheStore {
     public func reserveJournal(id: String, upTo reserved: Int, completion: @escaping @Sendable (Bool) -> Void = { _ in }) {
         journalWrite("store.journal.reserve", completion: completion) { db in
             try db.cached("UPDATE journals SET reserved = max(reserved, ?) WHERE id = ?").run([.integer(Int64(reserved)), .text(id)])
-        }
-    }
-
-    public func finishJournal(id: String, at time: Int64) {
-        journalWrite("store.journal.finish") { db in
-            try db.cached("UPDATE journals SET finished_at = ? WHERE id = ?").run([.integer(time), .text(id)])
         }
     }
 

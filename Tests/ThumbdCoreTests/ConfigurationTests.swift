@@ -35,6 +35,27 @@ struct ConfigurationTests {
         #expect(loaded.thumbnails.maxMemoryBytes == defaults.thumbnails.maxMemoryBytes)
         #expect(loaded.thumbnails.maxAVIFPixels == defaults.thumbnails.maxAVIFPixels)
         #expect(loaded.thumbnails.timeLimitSeconds == defaults.thumbnails.timeLimitSeconds)
+        #expect(loaded.thumbnails.autoFormats == defaults.thumbnails.autoFormats)
+        #expect(loaded.batches.offscreenCancelSeconds == defaults.batches.offscreenCancelSeconds)
+        #expect(loaded.batches.screenFirstMilliseconds == defaults.batches.screenFirstMilliseconds)
+        #expect(loaded.batches.maxInlineBytes == defaults.batches.maxInlineBytes)
+    }
+
+    @Test("the grid's settings are read and checked: auto's formats, screen first, inline tiles")
+    func gridSettings() async throws {
+        let loaded = try await ThumbdConfiguration.load(file: nil, environment: [
+            "THUMBD_THUMBNAILS_AUTO_FORMATS": "avif, webp,jpeg", "THUMBD_BATCHES_SCREEN_FIRST_MILLISECONDS": "0",
+            "THUMBD_BATCHES_MAX_INLINE_BYTES": "4096", "THUMBD_BATCHES_OFFSCREEN_CANCEL_SECONDS": "0.5",
+        ])
+        #expect(loaded.thumbnails.autoFormats == [.avif, .webp, .jpeg])
+        #expect(loaded.batches.screenFirstMilliseconds == 0 && loaded.batches.maxInlineBytes == 4096)
+        #expect(loaded.batches.offscreenCancelSeconds == 0.5)
+        for (key, value) in [("THUMBD_THUMBNAILS_AUTO_FORMATS", "gif"), ("THUMBD_THUMBNAILS_AUTO_FORMATS", "png"),
+                             ("THUMBD_BATCHES_MAX_INLINE_BYTES", "-1"), ("THUMBD_BATCHES_SCREEN_FIRST_MILLISECONDS", "-5")] {
+            await #expect(throws: (any Error).self, "\(key)=\(value)") {
+                _ = try await ThumbdConfiguration.load(file: nil, environment: [key: value])
+            }
+        }
     }
 
     @Test("the resize lane's settings are read and checked")

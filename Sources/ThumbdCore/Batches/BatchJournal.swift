@@ -24,7 +24,11 @@ final class BatchJournal: Sendable {
     /// batch's outcome, so it is not recorded; after the restart those items start again.
     private let closed = Atomic<Bool>(false)
 
-    func close() { closed.store(true, ordering: .relaxed) }
+    /// Stops recording, and writes what was recorded so far.
+    func close() {
+        closed.store(true, ordering: .relaxed)
+        flush()
+    }
 
     var isClosed: Bool { closed.load(ordering: .relaxed) }
 
@@ -58,14 +62,38 @@ final class BatchJournal: Sendable {
         try? JSONDecoder().decode(Definition.self, from: Data(journal.definition.array))
     }
 
+    /// Events waiting to be written: a grid's burst of `done` events is one transaction, not
+    /// one each, and none is written while the events are being delivered.
+    private let pending = Mutex<(entries: [Journal.Entry], finished: Bool, scheduled: Bool)>(([], false, false))
+    /// How long an event waits for the ones after it (a crash in between loses only this
+    /// much: those items are made again after the restart).
+    static let flushDelay: DispatchTimeInterval = .milliseconds(50)
+    private static let flushes = DispatchQueue(label: "thumbd.batches.journal")
+
     /// The log appended event `eventID` (under its lock, so in order).
     func record(_ eventID: Int, _ name: String, _ json: String) {
         guard !closed.load(ordering: .relaxed) else { return }
         if name != "progress" {
-            store.appendJournal(id: id, Journal.Entry(sequence: eventID, kind: name, data: Bytes(Array(json.utf8))))
+            let entry = Journal.Entry(sequence: eventID, kind: name, data: Bytes(Array(json.utf8)))
+            let schedule = pending.withLock { pending -> Bool in
+                pending.entries.append(entry)
+                if name == "end" { pending.finished = true }
+                defer { pending.scheduled = true }
+                return !pending.scheduled
+            }
+            if schedule { Self.flushes.asyncAfter(deadline: .now() + Self.flushDelay) { [self] in flush() } }
         }
-        if name == "end" { store.finishJournal(id: id, at: ObjectSource.now()) }
         reserve(beyond: eventID)
+    }
+
+    /// Writes what waits (also at shutdown, before the store closes).
+    func flush() {
+        let (entries, finished) = pending.withLock { pending -> ([Journal.Entry], Bool) in
+            defer { pending = ([], false, false) }
+            return (pending.entries, pending.finished)
+        }
+        guard !entries.isEmpty else { return }
+        store.appendJournal(id: id, entries, finishedAt: finished ? ObjectSource.now() : nil)
     }
 
     /// Keeps the committed reservation above `eventID`: the next block is asked for early,

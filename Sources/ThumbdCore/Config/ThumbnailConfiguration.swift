@@ -28,7 +28,7 @@ public struct ThumbnailConfiguration: Sendable {
     public var maxAVIFPixels = 2_500_000
     /// `thumbnails.autoFormats`: what `format=auto` may answer, most preferred first; it
     /// answers the first the client's `Accept` lists (JPEG when none). JPEG first by
-    /// default: for grid tiles it encodes 3-4x faster than WebP and 8-20x faster than AVIF
+    /// default: for grid tiles it encodes 2-12x faster than WebP and 5-18x faster than AVIF
     /// (`scripts/bench formats`), and the bytes AVIF or WebP would save cost well under a
     /// millisecond to move over loopback, where thumbd answers. Put `avif` or `webp` first
     /// when thumbd serves clients over a real network.
