@@ -151,6 +151,11 @@ struct FocusTests {
             let outOfRange = try await request(daemon.port, "/batches", method: "POST", headers: ["Content-Type": "application/json"],
                                                body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"],\"focus\":[1]}")
             #expect(outOfRange.status == 400 && outOfRange.json["error"] as? String == "bad_parameter")
+            for extra in [#""focus":"all""#, #""focus":[-1]"#, #""cancelOffscreen":1"#, #""inline":"yes""#, #""preview":null"#] {
+                let bad = try await request(daemon.port, "/batches", method: "POST", headers: ["Content-Type": "application/json"],
+                                            body: "{\"urls\":[\"\(origin.url("/img/x.jpg"))\"],\(extra)}")
+                #expect(bad.status == 400 && bad.json["error"] as? String == "bad_parameter", "\(extra): \(bad.status) \(bad.text)")
+            }
             let batch = try await daemon.createBatch([origin.url("/img/y.jpg")])
             let cases: [(String, String, String, Int)] = [
                 ("POST", "/batches/\(batch.id)/focus", "{\"items\":[5]}", 400),

@@ -104,29 +104,22 @@ struct BatchRequest {
                     throw ThumbdError.badRequest(.badParameter, "\(key.rawValue) must be a number or a string")
                 }
             }
-            if object.contains(.preview) {
-                guard let flag = try? object.decode(Bool.self, forKey: .preview) else {
-                    throw ThumbdError.badRequest(.badParameter, "preview must be true or false")
+            // true or false; absent: false; anything else refuses the batch.
+            func flag(_ key: Key) throws -> Bool {
+                guard object.contains(key) else { return false }
+                guard let flag = try? object.decode(Bool.self, forKey: key) else {
+                    throw ThumbdError.badRequest(.badParameter, "\(key.rawValue) must be true or false")
                 }
-                preview = flag
+                return flag
             }
-            if object.contains(.inline) {
-                guard let flag = try? object.decode(Bool.self, forKey: .inline) else {
-                    throw ThumbdError.badRequest(.badParameter, "inline must be true or false")
-                }
-                inline = flag
-            }
+            preview = try flag(.preview)
+            inline = try flag(.inline)
+            cancelOffscreen = try flag(.cancelOffscreen)
             if object.contains(.focus) {
                 guard let indices = try? object.decode([Int].self, forKey: .focus) else {
                     throw ThumbdError.badRequest(.badParameter, "focus must be a list of item indices")
                 }
                 focus = indices
-            }
-            if object.contains(.cancelOffscreen) {
-                guard let flag = try? object.decode(Bool.self, forKey: .cancelOffscreen) else {
-                    throw ThumbdError.badRequest(.badParameter, "cancelOffscreen must be true or false")
-                }
-                cancelOffscreen = flag
             }
             if object.contains(.priority) {
                 guard let text = try? object.decode(String.self, forKey: .priority), let priority = Priority(parameter: text) else {
