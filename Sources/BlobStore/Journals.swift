@@ -58,6 +58,18 @@ extension CacheStore {
         }
     }
 
+    /// Deletes these journals and their entries.
+    public func deleteJournals(ids: [String]) {
+        journalWrite("store.journal.delete") { db in
+            try db.transaction {
+                for id in ids {
+                    try db.cached("DELETE FROM journal_entries WHERE journal = ?").run([.text(id)])
+                    try db.cached("DELETE FROM journals WHERE id = ?").run([.text(id)])
+                }
+            }
+        }
+    }
+
     /// Deletes the journals finished before `finishedBefore`, then the oldest finished ones
     /// past `keepFinished`, with their entries.
     public func pruneJournals(finishedBefore: Int64, keepFinished: Int) {

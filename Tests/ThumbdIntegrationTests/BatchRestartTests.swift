@@ -3,6 +3,7 @@ import ThumbdClient
 import ThumbdCore
 import ThumbdTesting
 import Testing
+import Thumbnailer
 
 /// A batch is kept in the store's journal: after a restart of the daemon its snapshot, its
 /// stream and a reconnecting EventSource (`Last-Event-ID`) work as before, and what was not
@@ -74,5 +75,29 @@ struct BatchRestartTests {
         let third = try TestDaemon(directory: first.directory) { $0.batches.retentionSeconds = 0 }
         defer { third.stop() }
         #expect(try await request(third.port, "/batches/\(batch.id)").status == 404)
+    }
+
+    @Test("journals stay within the kept batches: one dropped from memory (maxKept) is gone after a restart; inline images are not journaled")
+    func journalsFollowTheKeptBatches() async throws {
+        let origin = try TestOrigin()
+        let first = try TestDaemon { $0.batches.maxKept = 1 }
+        defer { first.remove(); origin.stop() }
+        let thumbnailer = try Thumbnailer()
+        try await origin.put("kept.jpg", thumbnailer.testImage(width: 300, height: 200).array)
+        var ids: [String] = []
+        for round in 0..<3 {  // the third POST prunes the first batch (two finished, one kept)
+            let batch = try await first.createBatch([origin.url("/file/kept.jpg?r=\(round)")], extra: ",\"w\":32,\"inline\":true")
+            let events = try await first.allEvents(batch.events).parser.events
+            #expect(events.contains { $0.type == "done" && payload($0)["inline"] is String })
+            ids.append(batch.id)
+        }
+        first.stop()
+
+        let second = try TestDaemon(directory: first.directory) { $0.batches.maxKept = 1 }
+        defer { second.stop() }
+        #expect(try await request(second.port, "/batches/\(ids[0])").status == 404)
+        let kept = try await second.allEvents("/batches/\(ids[2])/events").parser.events
+        let done = try #require(kept.first { $0.type == "done" })
+        #expect(payload(done)["inline"] == nil && payload(done)["src"] is String)  // src answers the same bytes
     }
 }

@@ -338,14 +338,18 @@ public final class Batch: Sendable {
                 return uri
             }
         }
+        // The inline image goes to the stream, not to the journal: after a restart `src`
+        // answers the same bytes, and the journal stays small.
+        let inlined = object.body.count <= inline
+            ? ",\"inline\":\"data:\(object.contentType);base64,\(Self.base64(object.body))\"" : ""
         finish(index, as: .done) { item, elapsed in
-            """
-            {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
-            "src":\(Self.json(item.src)),"status":200,"bytes":\(object.body.count),\
-            "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)\
-            \(preview.map { ",\"preview\":\(JSONText.quote($0))" } ?? "")\
-            \(object.body.count <= inline ? ",\"inline\":\"data:\(object.contentType);base64,\(Self.base64(object.body))\"" : "")}
-            """
+            let fields = """
+                {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
+                "src":\(Self.json(item.src)),"status":200,"bytes":\(object.body.count),\
+                "contentType":\(JSONText.quote(object.contentType)),"cache":"\(cache)","ms":\(elapsed)\
+                \(preview.map { ",\"preview\":\(JSONText.quote($0))" } ?? "")
+                """
+            return (fields + inlined + "}", inlined.isEmpty ? nil : fields + "}")
         }
     }
 
@@ -359,10 +363,10 @@ public final class Batch: Sendable {
         // restarted daemon makes it; a reconnecting EventSource gets its done from there.
         if error.code == .shuttingDown, journal?.isClosed == true { return }
         finish(index, as: .failed) { item, _ in
-            """
+            ("""
             {"index":\(index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
             "status":\(error.status),"error":\(JSONText.quote(error.code.rawValue)),"message":\(JSONText.quote(error.message))}
-            """
+            """, nil)
         }
     }
 
@@ -402,7 +406,8 @@ public final class Batch: Sendable {
         return tickets
     }
 
-    private func finish(_ index: Int, as final: ItemState, event: (Item, Int) -> String) {
+    /// `event` gives the event's JSON, and what the journal records instead when it differs.
+    private func finish(_ index: Int, as final: ItemState, event: (Item, Int) -> (String, String?)) {
         var observer: (FetchJob, UInt64)?
         var released: [Int] = []
         let woken = state.withLock { state -> [EventSubscriber] in
@@ -413,7 +418,8 @@ public final class Batch: Sendable {
             let item = state.items[index]
             if let job = item.job, let token = item.observer { observer = (job, token) }
             let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
-            let woken = log.append(final == .done ? "done" : "failed", event(item, elapsed))
+            let (json, recorded) = event(item, elapsed)
+            let woken = log.append(final == .done ? "done" : "failed", json, recorded: recorded)
             released = state.releasable()
             return endIfComplete(&state) ?? woken
         }

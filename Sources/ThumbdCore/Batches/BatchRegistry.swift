@@ -25,12 +25,7 @@ final class BatchRegistry: Sendable {
     private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
     /// What each item of a kept batch asks for, to start it again when it comes back on
     /// screen after it was cancelled off it.
-    private let specs = Mutex<[ItemKey: Item]>([:])
-
-    private struct ItemKey: Hashable {
-        let batch: String
-        let index: Int
-    }
+    private let specs = Mutex<[String: [Int: Item]]>([:])
 
     init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy,
          signer: URLSigner = URLSigner(keys: [])) {
@@ -147,7 +142,7 @@ final class BatchRegistry: Sendable {
                     continue
                 }
             }
-            specs.withLock { $0[ItemKey(batch: batch.id, index: index)] = spec }
+            specs.withLock { $0[batch.id, default: [:]][index] = spec }
             start(batch, index: index, url: entry.url, spec, requestID: requestID)
         }
     }
@@ -185,6 +180,7 @@ final class BatchRegistry: Sendable {
                 start(batch, request, base: base, indices: unfinished, accept: definition.accept, requestID: nil)
             }
         }
+        pruneFinished()  // what comes back is held to the same count and bytes as before
         pruneJournals()
         return restored
     }
@@ -209,7 +205,7 @@ final class BatchRegistry: Sendable {
     /// `offscreenCancelSeconds` (checked then, on the registry's queue).
     func focus(_ batch: Batch, on indices: [Int]) {
         for index in batch.focus(Set(indices)) {
-            guard let spec = specs.withLock({ $0[ItemKey(batch: batch.id, index: index)] }) else { continue }
+            guard let spec = specs.withLock({ $0[batch.id]?[index] }) else { continue }
             start(batch, index: index, url: batch.url(of: index), spec, requestID: nil)
         }
         guard batch.cancelOffscreen else { return }
@@ -345,15 +341,22 @@ final class BatchRegistry: Sendable {
     private func pruneFinished() {
         let now = ContinuousClock.now
         let retention = Duration.seconds(configuration.retentionSeconds)
-        var dropped: [String] = []
-        defer { forgetSpecs(of: dropped) }
+        var ended: [String] = []
+        var removed: [String] = []
+        defer {
+            specs.withLock { specs in for id in ended { specs[id] = nil } }  // none of their items starts again
+            // A batch no longer kept in memory is no longer kept across a restart either: the
+            // journals stay within the same count and bytes as the batches.
+            if !removed.isEmpty { source.store.deleteJournals(ids: removed) }
+        }
         batches.withLock { batches in
             var finished: [(id: String, at: ContinuousClock.Instant, bytes: Int)] = []
             for (id, batch) in batches {
                 guard let at = batch.finishedAt else { continue }
-                dropped.append(id)  // ended: none of its items starts again
+                ended.append(id)
                 if now - at >= retention {
                     batches[id] = nil
+                    removed.append(id)
                 } else {
                     finished.append((id, at, batch.retainedBytes))
                 }
@@ -363,17 +366,11 @@ final class BatchRegistry: Sendable {
             for oldest in finished.sorted(by: { $0.at < $1.at }) {
                 guard count > configuration.maxKept || bytes > configuration.maxKeptBytes else { break }
                 batches[oldest.id] = nil
+                removed.append(oldest.id)
                 count -= 1
                 bytes -= oldest.bytes
             }
         }
-    }
-
-    /// A batch that has ended starts nothing again: its items' specs can go.
-    private func forgetSpecs(of ids: [String]) {
-        guard !ids.isEmpty else { return }
-        let gone = Set(ids)
-        specs.withLock { specs in specs = specs.filter { !gone.contains($0.key.batch) } }
     }
 
     /// Memory held by finished batches (for tests and /stats).

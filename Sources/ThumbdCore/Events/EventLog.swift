@@ -78,13 +78,15 @@ public final class EventLog: Sendable {
 
     /// Appends an event and returns the subscribers to wake (wake them after releasing any
     /// lock of your own).
+    /// `recorded`: what the journal keeps instead of `json` (the same event without what
+    /// need not outlive the process, such as an inline image).
     @discardableResult
-    func append(_ name: String, _ json: String) -> [EventSubscriber] {
+    func append(_ name: String, _ json: String, recorded: String? = nil) -> [EventSubscriber] {
         state.withLock { state in
             precondition(!state.finished, "event \(name) after the end of the log")
             let id = state.nextID
             Self.add(name, json, to: &state)
-            record?(id, name, json)
+            record?(id, name, recorded ?? json)
             return Array(state.subscribers.values)
         }
     }
