@@ -315,6 +315,9 @@ public final class Batch: Sendable {
         state.withLock { state in if state.finishedAt == nil { state.pendingPreviews += 1 } }
     }
 
+    /// Whether previews announced by `expectPreview` are still awaited (not after a cancel).
+    var awaitsPreviews: Bool { state.withLock { $0.finishedAt == nil && $0.pendingPreviews > 0 } }
+
     /// The preview `expectPreview` announced is made (`uri`) or will not be (nil).
     func previewFinished(_ index: Int, _ uri: String?) {
         let woken = state.withLock { state -> [EventSubscriber] in

@@ -327,7 +327,9 @@ final class BatchRegistry: Sendable {
             if make { batch.expectPreview() }  // `end` waits for it; `done` does not
             batch.succeed(index, object: object, cache: cache, preview: stored, inline: item.inline)
             guard make else { return }
-            Previews.make(from: object, variants) { [weak batch] uri in batch?.previewFinished(index, uri) }
+            Previews.make(from: object, variants, wanted: { [weak batch] in batch?.awaitsPreviews ?? false }) { [weak batch] uri in
+                batch?.previewFinished(index, uri)
+            }
         case .success(let object):
             batch.succeed(index, object: object, cache: cache, inline: item.inline)
         case .failure(let error):

@@ -44,8 +44,10 @@ enum Previews {
 
     /// Makes the preview of an image that is cached without one, in the resize lane at low
     /// priority, and stores it. `done` gets the data URI (nil when none could be made: refused,
-    /// queue full, too slow, too large) exactly once.
-    static func make(from image: CachedObject, _ variants: VariantSource, done: @escaping @Sendable (String?) -> Void) {
+    /// queue full, too slow, too large, or nobody wants it any more by the time it would start:
+    /// `wanted`) exactly once.
+    static func make(from image: CachedObject, _ variants: VariantSource, wanted: @escaping @Sendable () -> Bool = { true },
+                     done: @escaping @Sendable (String?) -> Void) {
         let spec = ThumbnailSpec(width: Thumbnailer.previewBox, height: Thumbnailer.previewBox, fit: .inside, format: .webp,
                                  quality: Thumbnailer.previewQuality)
         let thumbnailer = variants.thumbnailer
@@ -56,6 +58,7 @@ enum Previews {
         }
         let store = variants.source.store
         let task = variants.lane.submit(cost: plan.estimatedBytes, urgency: Urgency(.low)) { control in
+            guard wanted() else { return finish(nil) }  // its batch was cancelled while it waited
             guard let tiny = try? thumbnailer.thumbnail(of: image.body, plan, control: control) else { return finish(nil) }
             let uri = dataURI(tiny.body)
             if uri != nil { Self.store(tiny.body, of: image, in: store) }
