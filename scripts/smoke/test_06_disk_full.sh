@@ -51,13 +51,17 @@ full_at = None
 for i in range(40):
     status, headers, body = get(thumb("fill-%d" % i))
     assert status == 200 and len(body) == 200000, (i, status)  # served even when not stored
-    if json.loads(get("/healthz")[2])["status"] == "degraded":
+    health_status, _, health_body = get("/healthz")
+    health = json.loads(health_body)
+    if health["status"] == "degraded":
         full_at = i
         break
 assert full_at is not None, "the disk never filled"
-health = json.loads(get("/healthz")[2])
+# This reading, not a second one: a small write (the access times' flush, every second) can
+# still find room in pages SQLite already has, and a success clears "degraded" until the
+# next failure.
 print("   disk full after %d images: /healthz %s" % (full_at, health))
-assert get("/healthz")[0] == 200 and "disk is full" in health["reason"], health
+assert health_status == 200 and "disk is full" in health["reason"], health
 
 # Counters stay true across failed commits.
 for i in range(full_at + 1, full_at + 6):
