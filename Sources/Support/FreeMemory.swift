@@ -1,5 +1,6 @@
 import CMalloc
 import Dispatch
+import Synchronization
 
 /// Gives the memory the allocator holds free back to the system, every `interval`.
 ///
@@ -13,6 +14,14 @@ import Dispatch
 package final class FreeMemory: @unchecked Sendable {
     // A Dispatch source is thread-safe; it is set up once and cancelled once.
     private let timer: any DispatchSourceTimer
+    private let runs = Runs()
+
+    private final class Runs: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    /// How many times the timer has returned the free memory so far.
+    package var timesRun: Int { runs.count.load(ordering: .relaxed) }
 
     /// Starts returning free memory every `interval`, on a queue of its own: a global queue
     /// runs as many items at once as there are cores, so blocking work there (the tests' socket
@@ -21,8 +30,11 @@ package final class FreeMemory: @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.free-memory", qos: .utility))
         timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval,
                        leeway: .milliseconds(100))
-        timer.setEventHandler { Self.returnNow() }
         self.timer = timer
+        timer.setEventHandler { [runs] in
+            Self.returnNow()
+            runs.count.add(1, ordering: .relaxed)
+        }
         timer.resume()
     }
 

@@ -79,14 +79,23 @@ struct FreeMemoryTests {
 
     @Test("the timer returns it without being asked")
     func timer() async throws {
-        let hole = Hole.resident()
-        #expect(hole.resident > 0.9)
-        let freeMemory = FreeMemory(every: .milliseconds(50))
-        defer { freeMemory.stop() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while hole.resident >= 0.1, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        // As above: another daemon's trim may empty a hole before the timer does, so a few
+        // tries. A try counts only if its hole was resident when the timer started, the
+        // timer has run since, and the hole is gone; a timer that never fires fails them all.
+        var tries: [(before: Double, after: Double, runs: Int)] = []
+        for _ in 0..<8 {
+            let hole = Hole.resident()
+            let before = hole.resident
+            let freeMemory = FreeMemory(every: .milliseconds(50))
+            let deadline = ContinuousClock.now + .seconds(3)
+            while hole.resident >= 0.1 || freeMemory.timesRun == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            freeMemory.stop()
+            tries.append((before, hole.resident, freeMemory.timesRun))
+            if before > 0.9, tries.last!.after < 0.1, tries.last!.runs > 0 { break }
         }
-        #expect(hole.resident < 0.1)
+        #expect(tries.contains { $0.before > 0.9 && $0.after < 0.1 && $0.runs > 0 },
+                "resident before, after, and the timer's runs in each try: \(tries)")
     }
 }
