@@ -246,6 +246,9 @@ final class ServerCore: Sendable {
     }
 
     func log(mhdMessage: String) {
+        // MHD is given a socket address, so its bind failure names "port 0" whatever the
+        // port: the start-up error (`listenFailed`) says what failed instead.
+        if mhdMessage.hasPrefix("Failed to bind to port") { return }
         mhdLog.run { suppressed in
             logger.notice("microhttpd", metadata: [
                 "mhd.message": "\(mhdMessage.trimmingCharacters(in: .whitespacesAndNewlines))",

@@ -12,17 +12,43 @@ struct ThumbdCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "thumbd",
         abstract: "A local caching proxy for images.",
+        version: BuildInfo.text,
         subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self],
         defaultSubcommand: Serve.self)
+
+    /// As ArgumentParser's, but a `Failure` (a start-up failure that is not a usage error)
+    /// prints its message alone and exits with its own status.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as Failure {
+            FileHandle.standardError.write(Data("thumbd: \(failure.message)\n".utf8))
+            Glibc.exit(failure.exitCode)
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the daemon until SIGINT or SIGTERM.",
         discussion: """
-            Settings come from the file (default config/thumbd.yaml when present), then THUMBD_* \
-            environment variables (THUMBD_UPSTREAM_MAX_PER_HOST for upstream.maxPerHost), then these flags.
+            Settings come from the file (--config; else config/thumbd.yaml in the working directory, \
+            else /etc/thumbd/thumbd.yaml, when present), then THUMBD_* environment variables \
+            (THUMBD_UPSTREAM_MAX_PER_HOST for upstream.maxPerHost), then these flags. An unknown key \
+            or THUMBD_* variable refuses the start. Exit status: 0 after SIGINT or SIGTERM, 78 for a \
+            setting that is wrong, 1 when the daemon cannot start (the port is taken, the cache file \
+            cannot be written or is held by another thumbd). SIGHUP reopens log.file.
             """)
+
+    /// Where a settings file is looked for when --config is not given, in this order.
+    static let defaultConfigFiles = ["config/thumbd.yaml", "/etc/thumbd/thumbd.yaml"]
 
     @Option(help: "A YAML or JSON settings file.")
     var config: String?
@@ -33,36 +59,52 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The SQLite cache file (store.path).")
     var db: String?
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = ProcessInfo.processInfo.environment["THUMBD_LOG_LEVEL"] ?? "info"
+    @Option(help: "trace, debug, info, notice, warning, error or critical (log.level).")
+    var logLevel: String?
+
+    func validate() throws {
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("unknown log level \(logLevel): trace, debug, info, notice, warning, error or critical")
+        }
+    }
 
     func run() async throws {
-        guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("unknown log level \(logLevel)")
-        }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        let file = config ?? (FileManager.default.fileExists(atPath: "config/thumbd.yaml") ? "config/thumbd.yaml" : nil)
+        let file = config ?? Self.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
         var overrides: [String: String] = [:]
         if let listen { overrides["server.listen"] = listen }
         if let db { overrides["store.path"] = db }
+        if let logLevel { overrides["log.level"] = logLevel }
+        // A setting that is wrong is not a usage error: no usage text, EX_CONFIG.
         let settings: ThumbdConfiguration
+        let output: LogOutput
         do {
             settings = try await ThumbdConfiguration.load(file: file, overrides: overrides)
+            output = try LogOutput(format: settings.log.format, path: settings.log.file)
         } catch let error as ConfigurationError {
-            throw ValidationError(error.description)
+            throw Failure(error.description, exitCode: 78)
         }
-        signal(SIGPIPE, SIG_IGN)
-        ProcessLimits.raiseOpenFiles()  // every open event stream is a socket
+        LoggingSystem.bootstrap { label in output.handler(label: label, level: settings.log.level) }
         let logger = Logger(label: "thumbd")
+        logger.info("config", metadata: ["config.file": "\(file.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "none: the built-in defaults")"])
+        signal(SIGPIPE, SIG_IGN)
+        // SIGHUP reopens log.file (logrotate moved it) instead of ending the daemon.
+        signal(SIGHUP, SIG_IGN)
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "thumbd.sighup"))
+        hangup.setEventHandler {
+            if let failure = output.reopen() {
+                logger.error("log.reopen failed; still writing to the old file", metadata: ["error": "\(failure)"])
+            } else {
+                logger.notice("log.reopened", metadata: ["log.file": "\(settings.log.file ?? "standard error")"])
+            }
+        }
+        hangup.resume()
+        defer { hangup.cancel() }
+        ProcessLimits.raiseOpenFiles()  // every open event stream is a socket
         let daemon = Thumbd(configuration: settings, logger: logger)
         do {
             try daemon.start()
         } catch let error as ThumbdError {
-            throw ValidationError(error.message)
+            throw Failure(error.message, exitCode: 1)
         }
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
@@ -80,6 +122,18 @@ struct Serve: AsyncParsableCommand {
             logger.error("thumbd.exit with threads still running", metadata: ["threads.left": "\(left.joined(separator: ","))"])
         }
     }
+}
+
+/// A start-up failure that is not a usage error: its message alone on standard error, and
+/// its exit status (no usage text, which would point at the wrong problem).
+struct Failure: Error, CustomStringConvertible {
+    let message: String
+    let exitCode: Int32
+    init(_ message: String, exitCode: Int32) {
+        self.message = message
+        self.exitCode = exitCode
+    }
+    var description: String { message }
 }
 
 /// Where the client subcommands find the daemon.

@@ -34,7 +34,7 @@ start_origin() {
 
 # start_thumbd ARGS...: runs `thumbd serve --listen 127.0.0.1:0 ARGS`; sets THUMBD (base URL) and THUMBD_PID
 start_thumbd() {
-  "$THUMBD_BIN" serve --listen 127.0.0.1:0 "$@" > "$WORK/thumbd.out" 2> "$WORK/thumbd.err" &
+  "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 "$@" > "$WORK/thumbd.out" 2> "$WORK/thumbd.err" &
   THUMBD_PID=$!
   PIDS+=($THUMBD_PID)
   local started=$SECONDS

@@ -24,8 +24,8 @@ grep -q 'thumbd.stopped' "$WORK/thumbd.err" || fail "no graceful stop: $(tail -3
 grep -q 'threads.left=0 .*thumbd.exit' "$WORK/thumbd.err" || fail "threads left running: $(grep thumbd.exit "$WORK/thumbd.err")"
 
 # Restarted from a copy installed under another name (its main thread carries that name).
-cp "$THUMBD_BIN" "$WORK/thumbd-1.2"
-THUMBD_BIN="$WORK/thumbd-1.2" THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
+cp "$SMOKE_THUMBD" "$WORK/thumbd-1.2"
+SMOKE_THUMBD="$WORK/thumbd-1.2" THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --db "$WORK/cache.sqlite"
 url="$THUMBD/thumb?url=$(urlencode "$ORIGIN/img/smoke.jpg")"  # a new port
 curl -fsS -o /dev/null -D "$WORK/h3" "$url"
 grep -qi '^x-thumbd-cache: hit' "$WORK/h3" || fail "no hit after restart"

@@ -10,7 +10,7 @@ KEY_NEW="smoke-key-0123456789-new"
 THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true THUMBD_SIGNING_KEYS="$KEY_NEW,$KEY_OLD" THUMBD_LOG_ACCESS=true \
   start_thumbd --db "$WORK/cache.sqlite"
 
-link="$("$THUMBD_BIN" sign "$ORIGIN/img/s1.jpg" --width 48 --sign-key "$KEY_OLD" --server "$THUMBD")"
+link="$("$SMOKE_THUMBD" sign "$ORIGIN/img/s1.jpg" --width 48 --sign-key "$KEY_OLD" --server "$THUMBD")"
 case "$link" in "$THUMBD/thumb?url="*"&w=48&sig="*) ;; *) fail "sign printed: $link" ;; esac
 sig="${link##*sig=}"
 status="$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Id: smoke-req-1' "$link")"
@@ -18,15 +18,15 @@ status="$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Id: smoke-req-1' 
 status="$(curl -s -o /dev/null -w '%{http_code}' "${link%%&sig=*}")"
 [ "$status" = 403 ] || fail "unsigned link: $status"
 
-echo "$ORIGIN/img/s2.jpg" | THUMBD_SIGNING_KEY="$KEY_NEW" "$THUMBD_BIN" warm - --width 48 --server "$THUMBD" \
+echo "$ORIGIN/img/s2.jpg" | THUMBD_SIGNING_KEY="$KEY_NEW" "$SMOKE_THUMBD" warm - --width 48 --server "$THUMBD" \
   2> "$WORK/warm" || fail "signed warm failed: $(cat "$WORK/warm")"
-if echo "$ORIGIN/img/s3.jpg" | "$THUMBD_BIN" warm - --sign-key "not-the-right-key-at-all" --server "$THUMBD" 2> "$WORK/warm2"; then
+if echo "$ORIGIN/img/s3.jpg" | "$SMOKE_THUMBD" warm - --sign-key "not-the-right-key-at-all" --server "$THUMBD" 2> "$WORK/warm2"; then
   fail "warm with a wrong key succeeded"
 fi
 grep -q 'bad_signature' "$WORK/warm2" || fail "wrong-key warm: $(cat "$WORK/warm2")"
 
 # A request whose fetch fails: the daemon's own log line about it carries the request's id.
-link503="$("$THUMBD_BIN" sign "$ORIGIN/status/503" --sign-key "$KEY_NEW" --server "$THUMBD")"
+link503="$("$SMOKE_THUMBD" sign "$ORIGIN/status/503" --sign-key "$KEY_NEW" --server "$THUMBD")"
 curl -s -o /dev/null -H 'X-Request-Id: smoke-req-503' "$link503"
 grep 'fetch.failed' "$WORK/thumbd.err" | grep -q 'request.id=smoke-req-503' \
   || fail "fetch.failed without the request id: $(grep fetch.failed "$WORK/thumbd.err")"

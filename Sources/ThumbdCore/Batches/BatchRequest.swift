@@ -93,6 +93,8 @@ struct BatchRequest {
         enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, inline, focus, cancelOffscreen }
 
         init(from decoder: any Decoder) throws {
+            let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue).sorted()
+            try ParameterNames.check(names, known: ParameterNames.batch)
             let object = try decoder.container(keyedBy: Key.self)
             // Numbers or strings ("w": 64 or "w": "64"); anything else is a bad parameter.
             for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
@@ -154,6 +156,12 @@ struct BatchRequest {
 
         init(from decoder: any Decoder) throws {
             guard let object = try? decoder.container(keyedBy: Key.self) else { return }
+            // An unknown key fails this item alone: it is kept with the item's parameters, whose
+            // check refuses it.
+            for name in (try? decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)) ?? []
+            where !ParameterNames.batchItem.contains(name) {
+                parameters[name] = ""
+            }
             url = (try? object.decode(String.self, forKey: .url)) ?? ""
             sig = try? object.decode(String.self, forKey: .sig)
             for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
@@ -169,6 +177,14 @@ struct BatchRequest {
                 id = number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
             }
         }
+    }
+
+    /// Any key of a JSON object, to list them all.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
     /// A value of type T, or nil when the element is something else.

@@ -1,4 +1,5 @@
 public import Configuration
+public import Logging
 import HTTPServer
 
 /// `GET /metrics`. Keys live under `metrics.`.
@@ -39,11 +40,31 @@ public struct LogConfiguration: Sendable {
     /// `log.access`: one line per request (time, method, path without secrets, status,
     /// bytes, cache result, duration, request id) on standard error, label `thumbd.access`.
     public var access = false
+    /// `log.level`: trace, debug, info (the default), notice, warning, error or critical.
+    public var level = Logger.Level.info
+    /// `log.format`: `text` (the default: one line per event, as swift-log prints) or `json`
+    /// (one JSON object per line: time, level, label, message and the event's fields, the
+    /// request id among them).
+    public var format = LogOutput.Format.text
+    /// `log.file`: a file the lines are appended to, reopened on SIGHUP (logrotate); empty
+    /// (the default): standard error.
+    public var file: String?
 
     public init() {}
 
     public init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "log")
         access = try r.bool("access", access)
+        let levelText = r.string("level", level.rawValue)
+        guard let level = Logger.Level(rawValue: levelText) else {
+            throw ConfigurationError(key: "log.level", reason: "expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \(levelText)")
+        }
+        self.level = level
+        let formatText = r.string("format", format.rawValue)
+        guard let format = LogOutput.Format(rawValue: formatText) else {
+            throw ConfigurationError(key: "log.format", reason: "expected text or json, got \(formatText)")
+        }
+        self.format = format
+        file = r.optionalString("file")
     }
 }

@@ -35,6 +35,7 @@ public struct ThumbdConfiguration: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws -> ThumbdConfiguration {
+        try SettingNames.checkEnvironment(environment)
         var providers: [any ConfigProvider] = []
         if !overrides.isEmpty {
             var values: [AbsoluteConfigKey: ConfigValue] = [:]
@@ -50,6 +51,10 @@ public struct ThumbdConfiguration: Sendable {
             guard FileManager.default.fileExists(atPath: file) else {
                 throw ConfigurationError(key: "--config", reason: "no such file: \(file)")
             }
+            guard let contents = FileManager.default.contents(atPath: file) else {
+                throw ConfigurationError(key: "--config", reason: "\(file) cannot be read")
+            }
+            try SettingNames.checkFile(String(decoding: contents, as: UTF8.self), path: file)
             if file.hasSuffix(".json") {
                 providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
             } else {

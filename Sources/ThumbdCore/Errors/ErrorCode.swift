@@ -7,6 +7,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case credentialsInURL = "credentials_in_url"  // 400: user or password in the URL
     case urlTooLong = "url_too_long"  // 400: longer than 4096 bytes
     case badParameter = "bad_parameter"  // 400: a parameter's value is wrong
+    case unknownParameter = "unknown_parameter"  // 400: a parameter thumbd does not know (a typo: "did you mean w?")
+    case unsupportedParameter = "unsupported_parameter"  // 400: a parameter of the contract this version does not make yet (dpr, crop, …)
     case outputTooLarge = "output_too_large"  // 400: w × h over thumbnails.maxOutputPixels
     case malformedJSON = "malformed_json"  // 400: a batch body that is not a JSON object
     case noItems = "no_items"  // 400: a batch without items
@@ -58,7 +60,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
 
     public var status: Int {
         switch self {
-        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
+        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .unknownParameter, .unsupportedParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
         case .badSignature, .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405

@@ -88,6 +88,20 @@ public final class Thumbd: Service, Sendable {
 
     /// Opens the cache, starts the transfer loops, the processing stage and the server. On
     /// failure whatever was started is stopped again.
+    /// At most this many lines a minute from the libraries under libvips; the next line
+    /// says how many were left out.
+    static let libraryLogLines = 20
+
+    static func level(of level: LibraryLog.Level) -> Logger.Level {
+        switch level {
+        case .error, .critical: .error
+        case .warning: .warning
+        case .message: .notice
+        // GLib's own handler shows these only with G_MESSAGES_DEBUG: libvips says a few per image.
+        case .info, .debug: .debug
+        }
+    }
+
     public func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
         let configuration = configuration
@@ -100,6 +114,18 @@ public final class Thumbd: Service, Sendable {
                                  threads: configuration.upstream.threads, logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
+        // libvips's warnings and its libraries' (through GLib) join this log, at most
+        // `libraryLogLines` a minute: a grid of AVIFs can say "ignoring nclx profile" per tile.
+        let libraryLog = RateLimitedLog(linesPerWindow: Self.libraryLogLines, window: .seconds(60))
+        LibraryLog.route { [logger] domain, level, message in
+            let level = Self.level(of: level)
+            guard level >= logger.logLevel else { return }  // before the rate: debug lines use none of it
+            libraryLog.run { suppressed in
+                logger.log(level: level, "library", metadata: [
+                    "library.domain": "\(domain)", "library.message": "\(message)", "log.suppressed": "\(suppressed)",
+                ])
+            }
+        }
         let thumbnailer: Thumbnailer
         do {
             thumbnailer = try Thumbnailer(configuration: configuration.thumbnails.thumbnailer)

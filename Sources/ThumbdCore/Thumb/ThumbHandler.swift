@@ -18,6 +18,14 @@ struct ThumbHandler: Sendable {
         } catch {
             return .response(.error(error))
         }
+        // A misspelt parameter is the client's real problem, whatever its signature says.
+        if request.query.count > 1 {
+            do {
+                try ParameterNames.check(request.query.keys.sorted(), known: ParameterNames.thumb)
+            } catch {
+                return .response(Self.failure(error, cache: nil, placeholder: placeholder))
+            }
+        }
         if signer.isEnabled, !signer.verify(request.query["sig"], { request.query[$0] }) {
             return .response(Self.failure(ThumbdError(.badSignature, "sig is missing or wrong for this url and these parameters"),
                                           cache: nil, placeholder: placeholder))

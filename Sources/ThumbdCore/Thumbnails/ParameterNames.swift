@@ -1,0 +1,72 @@
+/// Which parameter names a request may use. A name thumbd does not know is refused, never
+/// ignored: `width=100` must not answer the full-size original. A name the contract
+/// (`API.md`) has but this version does not make yet is refused with its own code, so a
+/// client can tell "you misspelt it" from "not built yet".
+enum ParameterNames {
+    /// `/thumb`'s query parameters.
+    static let thumb = ["url"] + ThumbnailParameters.names + ["priority", "fallback", "sig"]
+    /// A batch body's keys, and each item's.
+    static let batch = ["items", "urls", "priority"] + ThumbnailParameters.names
+        + ["preview", "inline", "focus", "cancelOffscreen"]
+    static let batchItem = ["url", "id", "sig"] + ThumbnailParameters.names
+
+    /// In the contract, not made by this version.
+    static let planned = ["dpr", "fx", "fy", "crop", "bg", "blur", "sharpen", "rotate", "progressive", "preset"]
+
+    /// Names other services use for ours (imgproxy, thumbor, Cloudinary, the HTML attributes).
+    static let aliases = [
+        "width": "w", "height": "h", "quality": "q", "fmt": "format", "f": "format", "mode": "fit",
+        "resize": "fit", "resizing_type": "fit", "crop_gravity": "gravity", "g": "gravity", "src": "url",
+        "uri": "url", "signature": "sig", "s": "sig",
+    ]
+
+    /// Refuses the first name (in `names`' order) that is not among `known`.
+    static func check(_ names: some Sequence<String>, known: [String]) throws(ThumbdError) {
+        for name in names where !known.contains(name) {
+            if planned.contains(name) {
+                throw .badRequest(.unsupportedParameter,
+                                  "\(name) is in thumbd's contract but this version does not make it yet; "
+                                      + "the parameters it knows are \(known.joined(separator: ", "))")
+            }
+            let hint = suggestion(for: name, among: known).map { " (did you mean \($0)?)" } ?? ""
+            throw .badRequest(.unknownParameter, "\(quoted(name)) is not a parameter thumbd knows\(hint); "
+                                  + "the ones it knows are \(known.joined(separator: ", "))")
+        }
+    }
+
+    /// The known name `name` most likely meant: its alias, or one within two edits of it.
+    static func suggestion(for name: String, among known: [String]) -> String? {
+        let lowered = name.lowercased()
+        if let alias = aliases[lowered], known.contains(alias) { return alias }
+        if known.contains(lowered) { return lowered }
+        // A typo of another service's name (`widht`).
+        if let alias = aliases.first(where: { $0.key.count > 3 && distance(lowered, $0.key) <= 2 && known.contains($0.value) }) {
+            return alias.value
+        }
+        let scored = known.map { ($0, distance(lowered, $0.lowercased())) }.filter { $1 <= min(2, max(1, $0.count / 2)) }
+        return scored.min { $0.1 < $1.1 }?.0
+    }
+
+    /// A name as the client sent it, shortened and with control characters escaped.
+    private static func quoted(_ name: String) -> String {
+        let short = name.count > 40 ? String(name.prefix(40)) + "…" : name
+        return short.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }
+            .joined()
+    }
+
+    /// Levenshtein distance (names are short).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+}
