@@ -39,6 +39,7 @@ struct ConfigurationTests {
         #expect(loaded.batches.offscreenCancelSeconds == defaults.batches.offscreenCancelSeconds)
         #expect(loaded.batches.screenFirstMilliseconds == defaults.batches.screenFirstMilliseconds)
         #expect(loaded.batches.maxInlineBytes == defaults.batches.maxInlineBytes)
+        #expect(loaded.log.level == defaults.log.level && loaded.log.format == defaults.log.format && loaded.log.file == nil)
     }
 
     @Test("the grid's settings are read and checked: auto's formats, screen first, inline tiles")
@@ -132,6 +133,52 @@ struct ConfigurationTests {
             } catch let error as ConfigurationError {
                 #expect(error.key == key)
             }
+        }
+    }
+
+    @Test("an unknown key in the file or an unknown THUMBD_ variable refuses the start, with the nearest name")
+    func unknownNames() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("thumbd.yaml")
+        try "upstream:\n  maxPerHots: 2\n".write(to: file, atomically: true, encoding: .utf8)
+        do {
+            _ = try await ThumbdConfiguration.load(file: file.path, environment: [:])
+            Issue.record("accepted upstream.maxPerHots")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "upstream.maxPerHots")
+            #expect(error.reason.contains("did you mean upstream.maxPerHost?"))
+        }
+        do {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_UPSTREAM_MAX_PER_HOTS": "2"])
+            Issue.record("accepted THUMBD_UPSTREAM_MAX_PER_HOTS")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "THUMBD_UPSTREAM_MAX_PER_HOTS")
+            #expect(error.reason.contains("did you mean THUMBD_UPSTREAM_MAX_PER_HOST?"))
+        }
+        // A section given a value, not a mapping of keys.
+        try "store: 5\n".write(to: file, atomically: true, encoding: .utf8)
+        await #expect(throws: ConfigurationError.self) { _ = try await ThumbdConfiguration.load(file: file.path, environment: [:]) }
+        // What is known passes: every setting's variable, the client subcommands' variables,
+        // and a file that sets every documented key of the shipped one.
+        var environment = Dictionary(uniqueKeysWithValues: ["THUMBD_URL", "THUMBD_SIGNING_KEY"].map { ($0, "x") })
+        environment["THUMBD_LOG_FORMAT"] = "json"
+        environment["THUMBD_UPSTREAM_MAX_PER_HOST"] = "3"
+        let loaded = try await ThumbdConfiguration.load(file: "config/thumbd.yaml", environment: environment)
+        #expect(loaded.log.format == .json)
+        #expect(loaded.upstream.maxPerHost == 3)
+    }
+
+    @Test("log.level, log.format and log.file are read and checked")
+    func logSettings() async throws {
+        let loaded = try await ThumbdConfiguration.load(
+            file: nil, environment: ["THUMBD_LOG_LEVEL": "debug", "THUMBD_LOG_FORMAT": "json", "THUMBD_LOG_FILE": "/tmp/x.log"])
+        #expect(loaded.log.level == .debug)
+        #expect(loaded.log.format == .json)
+        #expect(loaded.log.file == "/tmp/x.log")
+        for (variable, value) in [("THUMBD_LOG_LEVEL", "loud"), ("THUMBD_LOG_FORMAT", "xml")] {
+            await #expect(throws: ConfigurationError.self) { _ = try await ThumbdConfiguration.load(file: nil, environment: [variable: value]) }
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Support
 import Upstream
+import Thumbnailer
 @testable import ThumbdCore
 
 @Suite("Freshness, sniffing, validators")
@@ -104,5 +105,31 @@ struct HTTPSemanticsTests {
         let error = ThumbdError.badRequest(.badParameter, "a \"quoted\"\nline")
         let object = try JSONSerialization.jsonObject(with: Data(error.jsonBody.array)) as? [String: String]
         #expect(object == ["error": "bad_parameter", "message": "a \"quoted\"\nline"])
+    }
+
+    @Test("Accept's q-values are numbers; a refused or unlisted type is never chosen")
+    func acceptQValues() {
+        let offered: [ImageFormat] = [.jpeg, .webp, .avif]
+        let cases: [(String?, ImageFormat?)] = [
+            (nil, .jpeg), ("", .jpeg), ("*/*", .jpeg), ("image/*", .jpeg),
+            ("image/avif;q=0.00,image/webp", .webp), ("image/avif;q=0.000", nil), ("image/avif; q=0.001", .avif),
+            ("image/webp;q=0.5,image/avif;q=0.9", .avif), ("image/jpeg;q=0, */*", .webp),
+            ("image/png", .png), ("image/png;q=0,image/gif", nil), ("text/html", nil),
+            ("IMAGE/WEBP", .webp), ("image/webp;q=2", nil), ("image/webp;q=abc,image/png", .png),
+        ]
+        for (accept, expected) in cases {
+            #expect(ThumbnailParameters.negotiate(accept: accept, offered: offered) == expected, "\(accept ?? "no Accept")")
+        }
+    }
+
+    @Test("a misspelt name gets the nearest known one; another service's name gets ours")
+    func parameterSuggestions() {
+        let known = ParameterNames.thumb
+        for (name, hint) in [("width", "w"), ("widht", "w"), ("fromat", "format"), ("Q", "q"), ("quality", "q"),
+                             ("gravty", "gravity"), ("zzzz", nil)] as [(String, String?)] {
+            #expect(ParameterNames.suggestion(for: name, among: known) == hint, "\(name)")
+        }
+        #expect(throws: ThumbdError.self) { try ParameterNames.check(["url", "blur"], known: known) }
+        #expect(throws: Never.self) { try ParameterNames.check(["url", "w", "sig"], known: known) }
     }
 }

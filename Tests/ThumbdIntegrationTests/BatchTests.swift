@@ -241,6 +241,11 @@ struct BatchTests {
             #expect(try await post("{\"urls\":[\"http://a/1\"],\"priority\":\"now\"}").errorCode == "bad_parameter")
             #expect(try await post("{\"urls\":[\"http://a/1\"],\"w\":0}").errorCode == "bad_parameter")
             #expect(try await post("{\"urls\":[\"http://a/1\"],\"fit\":[1]}").errorCode == "bad_parameter")
+            // A misspelt key is refused, not ignored (it would make every tile the full-size original).
+            let typo = try await post("{\"urls\":[\"http://a/1\"],\"widht\":100}")
+            #expect(typo.status == 400 && typo.errorCode == "unknown_parameter")
+            #expect((typo.json["message"] as? String)?.contains("did you mean w?") == true)
+            #expect(try await post("{\"urls\":[\"http://a/1\"],\"dpr\":2}").errorCode == "unsupported_parameter")
             #expect(try await request(daemon.port, "/batches/nope").status == 404)
             #expect(try await request(daemon.port, "/batches/nope/events").status == 404)
             #expect(try await request(daemon.port, "/batches/nope", method: "DELETE").status == 404)

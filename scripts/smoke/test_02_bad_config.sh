@@ -1,7 +1,35 @@
 #!/usr/bin/env bash
-# A malformed setting stops start-up with a message naming the key, and a non-zero exit.
+# What an operator sees when the daemon cannot start: a setting that is wrong (malformed,
+# or a key / THUMBD_ variable no setting has) exits 78 naming the key and the nearest name;
+# a port already taken exits 1 naming the address; neither prints the usage text, nor
+# libmicrohttpd's "port 0". `--version` names the release and the C libraries.
 source "$(dirname "$0")/lib.sh"
-if THUMBD_SERVER_THREADS=lots "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 --db "$WORK/c.sqlite" 2> "$WORK/err"; then
-  fail "started with THUMBD_SERVER_THREADS=lots"
-fi
-grep -q 'server.threads' "$WORK/err" || fail "message does not name the key: $(cat "$WORK/err")"
+expect_exit() {  # expect_exit STATUS PATTERN COMMAND...: runs it, checks its status and stderr
+  local want="$1" pattern="$2"; shift 2
+  local status=0
+  "$@" > "$WORK/out" 2> "$WORK/err" || status=$?
+  [ "$status" = "$want" ] || fail "$*: exit $status, not $want: $(cat "$WORK/err")"
+  grep -q -- "$pattern" "$WORK/err" || fail "$*: stderr lacks '$pattern': $(cat "$WORK/err")"
+  if grep -qi 'usage' "$WORK/err"; then fail "$*: printed the usage text: $(cat "$WORK/err")"; fi
+}
+expect_exit 78 'server.threads' env THUMBD_SERVER_THREADS=lots "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 --db "$WORK/c.sqlite"
+expect_exit 78 'did you mean THUMBD_UPSTREAM_MAX_PER_HOST' \
+  env THUMBD_UPSTREAM_MAX_PER_HOTS=2 "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 --db "$WORK/c.sqlite"
+printf 'upstream:\n  maxPerHots: 2\n' > "$WORK/typo.yaml"
+expect_exit 78 'did you mean upstream.maxPerHost' "$SMOKE_THUMBD" serve --config "$WORK/typo.yaml" --listen 127.0.0.1:0 --db "$WORK/c.sqlite"
+
+# A port that is taken: by a listener this test starts.
+python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(60)' > "$WORK/port" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
+port="$(cat "$WORK/port")"
+expect_exit 1 "cannot listen on 127.0.0.1:$port" "$SMOKE_THUMBD" serve --listen "127.0.0.1:$port" --db "$WORK/c.sqlite"
+if grep -q 'port 0' "$WORK/err"; then fail "libmicrohttpd's misleading notice: $(cat "$WORK/err")"; fi
+
+# A wrong command line is still a usage error (64, with the usage text).
+status=0; "$SMOKE_THUMBD" serve --log-level loud 2> "$WORK/err" || status=$?
+[ "$status" = 64 ] || fail "--log-level loud: exit $status"
+
+"$SMOKE_THUMBD" --version > "$WORK/version"
+grep -q '^thumbd [0-9]' "$WORK/version" || fail "--version: $(cat "$WORK/version")"
+grep -q '^libvips 8' "$WORK/version" || fail "--version without libvips: $(cat "$WORK/version")"

@@ -102,7 +102,7 @@ final class BatchRegistry: Sendable {
         if request.thumbnail?.format == .fixed(.avif) && !variants.thumbnailer.canEncodeAVIF {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
         }
-        let variant = request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
+        let variant = try request.thumbnail?.resolved(accept: accept, offered: variants.autoFormats)
         let query = request.thumbnailQuery.map { "&\($0)=\(QueryValue.encode($1))" }.joined()
         return Item(variant: variant, query: query, preview: request.preview, priority: request.priority,
                     inline: request.inline ? configuration.maxInlineBytes : 0)
@@ -254,7 +254,7 @@ final class BatchRegistry: Sendable {
         let query = ThumbnailParameters.names.compactMap { name in
             parameters[name].map { "&\(name)=\(QueryValue.encode($0))" }
         }.joined()
-        return Item(variant: parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority,
+        return Item(variant: try parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority,
                     inline: inline)
     }
 

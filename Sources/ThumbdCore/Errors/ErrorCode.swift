@@ -23,6 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case batchNotFound = "batch_not_found"  // 404: no such batch, or forgotten
     case upstreamNotFound = "upstream_not_found"  // 404: the origin said 404
     case methodNotAllowed = "method_not_allowed"  // 405: a method the route does not take
+    case notAcceptable = "not_acceptable"  // 406: format=auto and Accept takes no format thumbd makes
     case requestTimeout = "request_timeout"  // 408: the request did not arrive within its deadline
     case upstreamGone = "upstream_gone"  // 410: the origin said 410
     case bodyTooLarge = "body_too_large"  // 413: a request body over server.maxBodyBytes
@@ -64,6 +65,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
         case .badSignature, .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405
+        case .notAcceptable: 406
         case .requestTimeout: 408
         case .upstreamGone: 410
         case .bodyTooLarge, .tooManyItems: 413

@@ -29,7 +29,7 @@ struct ThumbRequest: Sendable {
             if parameters.format == .fixed(.avif) && !avif {
                 throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
             }
-            variant = parameters.resolved(accept: request.headers["accept"], offered: offered)
+            variant = try parameters.resolved(accept: request.headers["accept"], offered: offered)
         }
         if !urlAlone, let text = request.query["priority"] {
             guard let priority = Priority(parameter: text) else {

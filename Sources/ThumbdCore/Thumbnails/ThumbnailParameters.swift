@@ -69,32 +69,56 @@ struct ThumbnailParameters: Sendable, Equatable {
         }
     }
 
-    /// The format `auto` picks for an `Accept` header: the first of `offered` (most preferred
-    /// first: `thumbnails.autoFormats`, less AVIF where this libvips cannot encode it) that
-    /// the client lists by name (JPEG also by a wildcard), JPEG when it lists none of them. JPEG becomes PNG for a source with
-    /// alpha, at resize time.
-    static func negotiate(accept: String?, offered: [ImageFormat]) -> ImageFormat {
-        let types = (accept ?? "").lowercased().split(separator: ",").compactMap { part -> String? in
+    /// The format `auto` picks for an `Accept` header (RFC 9110 §12.5.1): each format's
+    /// q-value is that of its most specific range (`image/webp`, then `image/*`, then `*/*`),
+    /// q=0 refuses it; the highest q wins, ties go to the first of `offered` (most preferred
+    /// first: `thumbnails.autoFormats`, less AVIF where this libvips cannot encode it). When
+    /// the client takes none of `offered`, another format thumbd makes that it lists (PNG,
+    /// say) is answered; when it lists none, nil (406). No header takes everything. JPEG
+    /// becomes PNG for a source with alpha, at resize time.
+    static func negotiate(accept: String?, offered: [ImageFormat]) -> ImageFormat? {
+        guard let accept, !accept.trimmingCharacters(in: .whitespaces).isEmpty else { return offered.first ?? .jpeg }
+        var ranges: [String: Double] = [:]
+        for part in accept.lowercased().split(separator: ",") {
             let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard let type = fields.first else { return nil }
-            // q=0 means "not acceptable".
-            if fields.dropFirst().contains(where: { $0.replacingOccurrences(of: " ", with: "") == "q=0" || $0 == "q=0.0" }) {
-                return nil
+            guard let range = fields.first, !range.isEmpty else { continue }
+            var q = 1.0
+            for field in fields.dropFirst() {
+                let pair = field.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard pair.count == 2, pair[0] == "q" else { continue }
+                // qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ); anything else is read as 0.
+                q = Self.qvalue(pair[1]) ?? 0
             }
-            return type
+            ranges[range] = max(ranges[range] ?? 0, q)
         }
-        // A wildcard lists JPEG, which every client decodes, but not WebP or AVIF: a browser
-        // that sends `image/webp,*/*` may not decode AVIF.
-        let wildcard = types.contains("*/*") || types.contains("image/*")
-        return offered.first { format in types.contains(format.mimeType) || (format == .jpeg && wildcard) } ?? .jpeg
+        func q(_ format: ImageFormat) -> Double {
+            ranges[format.mimeType] ?? ranges["image/*"] ?? ranges["*/*"] ?? 0
+        }
+        let others = [ImageFormat.png, .jpeg, .webp].filter { !offered.contains($0) }  // AVIF only when configured
+        for candidates in [offered, others] {
+            let best = candidates.map { ($0, q($0)) }.filter { $0.1 > 0 }
+            if let top = best.map(\.1).max() { return best.first { $0.1 == top }?.0 }
+        }
+        return nil
+    }
+
+    private static func qvalue(_ text: String) -> Double? {
+        let valid = text.wholeMatch(of: /0(\.[0-9]{0,3})?|1(\.0{0,3})?/) != nil
+        return valid ? Double(text) : nil
     }
 
     /// This request's variant, with `auto` resolved: what the key and the resize use.
-    func resolved(accept: String?, offered: [ImageFormat]) -> Variant {
-        let chosen: Variant.Output = switch format {
-        case .fixed(let format): .fixed(format)
-        case .source: .source
-        case .auto: .negotiated(Self.negotiate(accept: accept, offered: offered))
+    func resolved(accept: String?, offered: [ImageFormat]) throws(ThumbdError) -> Variant {
+        let chosen: Variant.Output
+        switch format {
+        case .fixed(let format): chosen = .fixed(format)
+        case .source: chosen = .source
+        case .auto:
+            guard let format = Self.negotiate(accept: accept, offered: offered) else {
+                throw ThumbdError(.notAcceptable, "format=auto: Accept (\(accept ?? "")) takes none of image/jpeg, image/png, "
+                                      + "image/webp, image/avif")
+            }
+            chosen = .negotiated(format)
         }
         return Variant(width: width, height: height, fit: width != nil && height != nil ? fit : .inside,
                        gravity: fit == .cover && width != nil && height != nil ? gravity : .center,
