@@ -1,4 +1,5 @@
 import Support
+internal import CSQLite
 import Dispatch
 import Foundation
 import Logging
@@ -62,15 +63,65 @@ public final class CacheStore: Sendable {
         public var count: Int
     }
 
+    /// One daemon per file: held from the open to `close()`.
+    private let lock: FileLock
+
     public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) throws {
         self.configuration = configuration
         self.logger = logger
         self.hot = HotCache(capacityBytes: configuration.memoryBytes)
         let directory = (configuration.path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try Self.makeDirectory(directory)
         }
-        let db = try Connection(path: configuration.path, readOnly: false)
+        let lock = try FileLock(databasePath: configuration.path)
+        self.lock = lock
+        do {
+            do {
+                writer = try Self.startWriter(configuration.path, keys: keys, hot: hot, queue: writerQueue)
+            } catch let error as SQLiteError where error.isDamage {
+                // A cache: what the damaged file held, the web gives back. It is kept, renamed,
+                // for whoever wants to look at it, and the daemon starts empty.
+                let aside = try Self.moveAside(configuration.path)
+                logger.warning("store.damaged: moved aside, starting with an empty cache", metadata: [
+                    "store.path": "\(configuration.path)", "store.movedTo": "\(aside)", "error": "\(error)",
+                ])
+                writer = try Self.startWriter(configuration.path, keys: keys, hot: hot, queue: writerQueue)
+            }
+        } catch {
+            lock.release()
+            throw error
+        }
+        reserve = SpaceReserve(databasePath: configuration.path)
+        writerQueue.sync { reserve.ensure() }
+        writerQueue.sync { publishStatistics() }
+        let timer = DispatchSource.makeTimerSource(queue: writerQueue)
+        let interval = DispatchTimeInterval.milliseconds(configuration.accessFlushMilliseconds)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.flushAccessTimes() }
+        writerQueue.sync { writer.flushTimer = timer }
+        timer.resume()
+    }
+
+    /// The writer: its connection set up and migrated, the totals and the keys read (which
+    /// reads every row's key: a damaged page shows here). Closed again if any of it fails.
+    private static func startWriter(_ path: String, keys: KeyIndex, hot: HotCache, queue: DispatchQueue) throws -> WriterState {
+        let state = WriterState(db: try openWriter(path), keys: keys, hot: hot)
+        do {
+            try queue.sync {
+                try state.loadTotals()
+                try state.loadKeys()
+            }
+        } catch {
+            queue.sync { state.close() }
+            throw error
+        }
+        return state
+    }
+
+    /// The writer's connection, set up and migrated; closed again if that fails.
+    private static func openWriter(_ path: String) throws -> Connection {
+        let db = try Connection(path: path, readOnly: false)
         do {
             try db.execute("PRAGMA journal_mode = WAL")
             // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
@@ -90,20 +141,42 @@ public final class CacheStore: Sendable {
             db.close()
             throw error
         }
-        writer = WriterState(db: db, keys: keys, hot: hot)
-        reserve = SpaceReserve(databasePath: configuration.path)
-        writerQueue.sync { reserve.ensure() }
-        try writerQueue.sync {
-            try writer.loadTotals()
-            try writer.loadKeys()
-            publishStatistics()
+        return db
+    }
+
+    /// A failure to set the file up, said plainly (the directory, the system's reason).
+    public struct SetupError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `mkdir -p`, with the component that failed and errno's text.
+    private static func makeDirectory(_ directory: String) throws {
+        var path = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            path += "/" + component
+            if mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw SetupError(description: "cannot create the directory \(path): \(String(cString: strerror(errno)))")
+            }
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                throw SetupError(description: "\(path) is not a directory")
+            }
         }
-        let timer = DispatchSource.makeTimerSource(queue: writerQueue)
-        let interval = DispatchTimeInterval.milliseconds(configuration.accessFlushMilliseconds)
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in self?.flushAccessTimes() }
-        writerQueue.sync { writer.flushTimer = timer }
-        timer.resume()
+    }
+
+    /// Renames a damaged database (and its -wal and -shm) to `<path>.damaged-<UTC time>`;
+    /// returns the new path.
+    private static func moveAside(_ path: String) throws -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let aside = "\(path).damaged-\(formatter.string(from: Date()))"
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try? FileManager.default.removeItem(atPath: aside + suffix)
+            try FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
+        }
+        return aside
     }
 
     // MARK: Reads (any thread)
@@ -416,6 +489,7 @@ public final class CacheStore: Sendable {
             writer.checkpoint()
             writer.close()
         }
+        lock.release()
     }
 
     // MARK: Internals

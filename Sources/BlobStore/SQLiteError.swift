@@ -20,4 +20,7 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     }
 
     public var description: String { "SQLite error \(code) in \(context): \(message)" }
+
+    /// The file is not a database, or its pages are damaged (SQLITE_NOTADB, SQLITE_CORRUPT).
+    public var isDamage: Bool { code & 0xFF == SQLITE_NOTADB || code & 0xFF == SQLITE_CORRUPT }
 }

@@ -105,6 +105,8 @@ struct Serve: AsyncParsableCommand {
             try daemon.start()
         } catch let error as ThumbdError {
             throw Failure(error.message, exitCode: 1)
+        } catch {
+            throw Failure("\(error)", exitCode: 1)
         }
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))

@@ -33,3 +33,22 @@ status=0; "$SMOKE_THUMBD" serve --log-level loud 2> "$WORK/err" || status=$?
 "$SMOKE_THUMBD" --version > "$WORK/version"
 grep -q '^thumbd [0-9]' "$WORK/version" || fail "--version: $(cat "$WORK/version")"
 grep -q '^libvips 8' "$WORK/version" || fail "--version without libvips: $(cat "$WORK/version")"
+
+# One daemon per cache file: the second exits 1 within a second, naming the file and the holder.
+start_thumbd --db "$WORK/shared.sqlite"
+started=$(date +%s%N)
+expect_exit 1 "pid $THUMBD_PID" "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 --db "$WORK/shared.sqlite"
+grep -q "$WORK/shared.sqlite" "$WORK/err" || fail "the refusal does not name the file: $(cat "$WORK/err")"
+[ $(( ($(date +%s%N) - started) / 1000000 )) -lt 1000 ] || fail "the second daemon took over a second to give up"
+
+# A damaged cache file is moved aside and the daemon starts empty, with a warning.
+head -c 20000 /dev/urandom > "$WORK/damaged.sqlite"
+cp "$WORK/damaged.sqlite" "$WORK/damaged.copy"
+start_thumbd --db "$WORK/damaged.sqlite"
+grep -q 'store.damaged' "$WORK/thumbd.err" || fail "no warning: $(cat "$WORK/thumbd.err")"
+cmp -s "$WORK/damaged.copy" "$(ls "$WORK"/damaged.sqlite.damaged-* | head -1)" || fail "the damaged file was not kept"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$THUMBD/healthz")" = 200 ] || fail "not healthy after starting over"
+
+# A cache file that cannot be made: the path and the setting are named.
+touch "$WORK/a-file"
+expect_exit 1 'store.path, --db' "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 --db "$WORK/a-file/cache.sqlite"

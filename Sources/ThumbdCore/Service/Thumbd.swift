@@ -109,7 +109,13 @@ public final class Thumbd: Service, Sendable {
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
-        let store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
+        let store: CacheStore
+        do {
+            store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
+        } catch {
+            // What the operator can act on: the file, the setting that names it, the reason.
+            throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
+        }
         let loop = TransferLoops(configuration: configuration.upstream.transferLoop(policy: policy),
                                  threads: configuration.upstream.threads, logger: logger)
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)

@@ -1,0 +1,58 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One daemon per cache file: an exclusive `flock` on a file beside the database
+/// (`<path>-lock`), held for the store's life, with the holder's PID written in it so that
+/// a second daemon can say which process holds it. The kernel drops the lock when the
+/// process ends, however it ends, so a crash never leaves the file locked. Owns its
+/// descriptor and closes it in one place.
+final class FileLock: @unchecked Sendable {  // the descriptor is set once and closed once, under `release`
+    let path: String
+    private var descriptor: Int32
+
+    /// The process holding a lock another one asked for.
+    struct Held: Error, CustomStringConvertible {
+        let databasePath: String
+        let holder: String
+        var description: String { "\(databasePath) is used by another thumbd (\(holder)); one daemon per cache file" }
+    }
+
+    init(databasePath: String) throws {
+        path = databasePath + "-lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw CacheStore.SetupError(description: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = Self.holder(fd)
+            close(fd)
+            throw Held(databasePath: databasePath, holder: holder)
+        }
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        descriptor = fd
+    }
+
+    /// "pid 1234, thumbd" from the PID the holder wrote and its /proc entry.
+    private static func holder(_ fd: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        let text = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let pid = Int32(text) else { return "a process that has not written its PID yet" }
+        let name = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return "pid \(pid)" + (name.map { ", \($0)" } ?? "")
+    }
+
+    /// Gives the lock up (the store has closed its database).
+    func release() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)  // closing the last descriptor of the open file drops the flock
+        descriptor = -1
+    }
+
+    deinit { release() }
+}
