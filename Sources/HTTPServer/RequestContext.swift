@@ -150,7 +150,7 @@ public final class RequestContext: Sendable, SocketObserver {
 
     /// The answer queued for it (its headers include the context's extra ones).
     func sent(_ response: Response, extra: [(String, String)]) {
-        state.withLock { $0.sent = (response.status, response.headers, extra, response.stream == nil ? response.body.count : nil) }
+        state.withLock { $0.sent = (response.status, response.headers, extra, response.stream == nil ? (response.status == 304 ? 0 : response.body.count) : nil) }
     }
 
     /// The connection is done with this request: what it was and what it got, if it

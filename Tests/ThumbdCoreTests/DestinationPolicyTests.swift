@@ -40,6 +40,23 @@ struct DestinationPolicyTests {
         #expect((try? DestinationPolicy(allowPrivateNetworks: true, allowHosts: []).validate("http://\(host):8080/a.jpg")) != nil)
     }
 
+    @Test("localhost and every name under it are refused before any lookup (RFC 6761), saying which setting allows them",
+          arguments: ["localhost", "localhost.", "LOCALHOST", "foo.localhost", "a.b.localhost.", "images.localhost"])
+    func localhostNames(_ host: String) {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        do {
+            _ = try policy.validate("http://\(host)/a.jpg")
+            Issue.record("\(host) was allowed")
+        } catch {
+            #expect(error.code == .destinationNotAllowed)
+            #expect(error.message.contains("upstream.allowPrivateNetworks"))
+        }
+        #expect((try? DestinationPolicy(allowPrivateNetworks: true, allowHosts: []).validate("http://\(host)/a.jpg")) != nil)
+        // Names that merely contain the word are ordinary names.
+        #expect((try? policy.validate("http://localhost.example.org/a.jpg")) != nil)
+        #expect((try? policy.validate("http://mylocalhost/a.jpg")) != nil)
+    }
+
     @Test("control characters and spaces are malformed; a normalized URL is its own normal form (found by fuzzing)")
     func controlCharacters() throws {
         let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])

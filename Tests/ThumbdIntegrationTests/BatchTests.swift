@@ -246,6 +246,10 @@ struct BatchTests {
             #expect(typo.status == 400 && typo.errorCode == "unknown_parameter")
             #expect((typo.json["message"] as? String)?.contains("did you mean w?") == true)
             #expect(try await post("{\"urls\":[\"http://a/1\"],\"dpr\":2}").errorCode == "unsupported_parameter")
+            // Invalid UTF-8 inside a string (0xFF): JSON is UTF-8, so the body is refused.
+            let invalid = try await request(daemon.port, "/batches", method: "POST", headers: json,
+                                            bodyBytes: Array("{\"urls\":[\"http://a/".utf8) + [0xFF, 0xFE] + Array("\"]}".utf8))
+            #expect(invalid.status == 400 && invalid.errorCode == "malformed_json")
             #expect(try await request(daemon.port, "/batches/nope").status == 404)
             #expect(try await request(daemon.port, "/batches/nope/events").status == 404)
             #expect(try await request(daemon.port, "/batches/nope", method: "DELETE").status == 404)

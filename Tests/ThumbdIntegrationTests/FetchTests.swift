@@ -47,6 +47,24 @@ struct FetchTests {
             #expect(changed.status == 200)
             #expect(changed.body.count == 12288)
             #expect(try await origin.requests("/img/h.jpg") == 1)
+            // A 304 states the 200's length, or none: never 0 (RFC 9110 §8.6).
+            #expect(notModified[header: "Content-Length"] == nil || notModified[header: "Content-Length"] == "12288")
+        }
+    }
+
+    @Test("If-Modified-Since against the Last-Modified sent: 304 when not newer; If-None-Match wins when both are sent")
+    func ifModifiedSince() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let first = try await request(daemon.port, origin.thumb("/validated/m.jpg"))
+            let lastModified = try #require(first[header: "Last-Modified"])  // Mon, 02 Nov 2026 10:00:00 GMT
+            for (since, status) in [(lastModified, 304), ("Tue, 03 Nov 2026 10:00:00 GMT", 304),
+                                    ("Sun, 01 Nov 2026 10:00:00 GMT", 200), ("not a date", 200)] {
+                let answer = try await request(daemon.port, origin.thumb("/validated/m.jpg"), headers: ["If-Modified-Since": since])
+                #expect(answer.status == status, "If-Modified-Since: \(since)")
+            }
+            let both = try await request(daemon.port, origin.thumb("/validated/m.jpg"),
+                                         headers: ["If-Modified-Since": lastModified, "If-None-Match": "\"other\""])
+            #expect(both.status == 200)
         }
     }
 

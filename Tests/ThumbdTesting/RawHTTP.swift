@@ -33,11 +33,11 @@ package struct HTTPTestError: Error, CustomStringConvertible {
 
 /// One request on a fresh connection, off the cooperative pool (the socket calls block).
 package func request(_ port: UInt16, _ target: String, method: String = "GET", headers: [String: String] = [:],
-             body: String = "") async throws -> HTTPResult {
+             body: String = "", bodyBytes: [UInt8]? = nil) async throws -> HTTPResult {
     try await blocking {
         let connection = try RawConnection(port: port)
         defer { connection.close() }
-        try connection.send(method, target, headers: headers, body: Array(body.utf8))
+        try connection.send(method, target, headers: headers, body: bodyBytes ?? Array(body.utf8))
         return try connection.read(head: method == "HEAD")
     }
 }

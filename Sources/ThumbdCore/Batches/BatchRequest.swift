@@ -29,6 +29,11 @@ struct BatchRequest {
     var cancelOffscreen: Bool
 
     init(body: Bytes, maxItems: Int) throws(ThumbdError) {
+        // Foundation's decoder takes invalid UTF-8 inside a string (it substitutes); JSON
+        // is UTF-8 (RFC 8259 §8.1), and a URL made of replacement characters is no URL.
+        guard body.array.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) != nil else {
+            throw .badRequest(.malformedJSON, "the body is not valid UTF-8")
+        }
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Data(body.array))

@@ -68,7 +68,7 @@ public struct ServerConfiguration: Sendable {
     /// The request headers the handlers read: looked up by name, not all copied (copying
     /// every header into a dictionary was a visible share of a hit's cost).
     static let requestHeaders = [
-        "host", "if-none-match", "accept", "last-event-id", "content-type", "content-length", "origin", "x-request-id",
+        "host", "if-none-match", "if-modified-since", "accept", "last-event-id", "content-type", "content-length", "origin", "x-request-id",
     ]
 
     /// The server's own settings, in its terms.

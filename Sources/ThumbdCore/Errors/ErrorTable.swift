@@ -13,7 +13,7 @@ extension ThumbdError {
         case .status(let status): self.init(.upstreamStatus, "the origin answered \(status)")
         case .tooLarge(let limit): self.init(.upstreamTooLarge, "the image is larger than \(limit) bytes")
         case .badFraming: self.init(.upstreamBadFraming, "the origin sent conflicting or invalid Content-Length headers")
-        case .addressRefused: self.init(.destinationNotAllowed, "the origin resolved to a private or local address")
+        case .addressRefused: self.init(.destinationNotAllowed, "the origin resolved to a private or local address (upstream.allowPrivateNetworks: true allows it)")
         case .hostRefused(let host): self.init(.hostNotAllowed, "a redirect led to \(host), which is not in the allow list")
         case .timeout: self = .upstreamTimeout
         case .tooManyRedirects(let limit): self.init(.tooManyRedirects, "more than \(limit) redirects")

@@ -85,11 +85,18 @@ public struct DestinationPolicy: Sendable {
         // `127.1`, `2130706433`, `0x7f000001` and `0177.0.0.1` are IPv4 to curl (inet_aton);
         // a zone index (`[fe80::1%25eth0]`) only ever names a local link.
         if !allowPrivateNetworks {
+            let allowedBy = " (upstream.allowPrivateNetworks: true allows it)"
             if bareHost.contains("%") {
-                throw .forbidden(.destinationNotAllowed, "\(bareHost) names a local network interface")
+                throw .forbidden(.destinationNotAllowed, "\(bareHost) names a local network interface" + allowedBy)
             }
             if let address = IPAddress(bareHost) ?? IPAddress(legacyIPv4: bareHost), !isAllowed(address: address) {
-                throw .forbidden(.destinationNotAllowed, "\(bareHost) is a private or local address")
+                throw .forbidden(.destinationNotAllowed, "\(bareHost) is a private or local address" + allowedBy)
+            }
+            // RFC 6761 §6.3: `localhost` and every name under it are loopback, whatever a
+            // resolver says; refused without asking one (`localhost.` and `a.localhost` too).
+            let name = bareHost.hasSuffix(".") ? String(bareHost.dropLast()) : bareHost
+            if name == "localhost" || name.hasSuffix(".localhost") {
+                throw .forbidden(.destinationNotAllowed, "\(bareHost) is a loopback name" + allowedBy)
             }
         }
         return Destination(url: normalized, host: bareHost)

@@ -41,10 +41,10 @@ struct ThumbHandler: Sendable {
         // format=auto: the answer depends on Accept, and caches in front must know it.
         let vary = thumb.variant?.varyOnAccept ?? false
         let counters = source.counters
-        let ifNoneMatch = thumb.ifNoneMatch
+        let conditions = thumb.conditions
         let lookup = Lookup(source: source, variants: variants)
         let answer = lookup.request(target, priority: thumb.priority, requestID: requestID) { outcome, role, stale in
-            context.respond(Self.answer(outcome, role: role, stale: stale, ifNoneMatch: ifNoneMatch, placeholder: placeholder,
+            context.respond(Self.answer(outcome, role: role, stale: stale, conditions: conditions, placeholder: placeholder,
                                         counters: counters, vary: vary))
         }
         let now = ObjectSource.now()
@@ -52,16 +52,16 @@ struct ThumbHandler: Sendable {
         case .hit(let stored):
             counters.count(.hit)
             if stored.status == 200 {
-                return .response(Self.image(stored, cache: "hit", ifNoneMatch: ifNoneMatch, now: now, vary: vary))
+                return .response(Self.image(stored, cache: "hit", conditions: conditions, now: now, vary: vary))
             }
             return .response(Self.failure(
                 .upstreamStatus(stored.status), cache: "hit", placeholder: placeholder,
                 maxAge: stored.remainingSeconds(at: now)))
         case .stale(let stale):
             // Expired, within its grace: answered at once while one refresh runs behind it.
-            return .response(Self.staleAnswer(stale, ifNoneMatch: ifNoneMatch, counters: counters, now: now, vary: vary))
+            return .response(Self.staleAnswer(stale, conditions: conditions, counters: counters, now: now, vary: vary))
         case .ready(let ready, let stale):  // finished a moment ago, still being stored: a hit
-            return .response(Self.answer(ready, role: .finished, stale: stale, ifNoneMatch: ifNoneMatch,
+            return .response(Self.answer(ready, role: .finished, stale: stale, conditions: conditions,
                                          placeholder: placeholder, counters: counters, vary: vary))
         case .waiting(let ticket, _, _, _):
             context.onClientGone { lookup.leave(ticket) }
@@ -71,19 +71,19 @@ struct ThumbHandler: Sendable {
 
     /// The response for one waiter, from the outcome every waiter of the flight shares.
     private static func answer(_ outcome: FlightOutcome, role: FlightRole, stale: CachedObject?,
-                               ifNoneMatch: String?, placeholder: Bool, counters: CacheCounters, vary: Bool = false) -> Response {
+                               conditions: Conditions, placeholder: Bool, counters: CacheCounters, vary: Bool = false) -> Response {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
             let result = CacheResult.of(role, object)
             counters.count(result)
-            return image(object, cache: result.rawValue, ifNoneMatch: ifNoneMatch, now: now, vary: vary)
+            return image(object, cache: result.rawValue, conditions: conditions, now: now, vary: vary)
         case .failure(let error):
             // Upstream is failing but we still hold the old copy: stale beats an error
             // (not for 404/410, where the origin told us the image is gone, and not when
             // the origin said must-revalidate).
             if let stale, error.status >= 500, stale.graceSeconds != Freshness.mustRevalidate {
-                return staleAnswer(stale, ifNoneMatch: ifNoneMatch, counters: counters, now: now, vary: vary)
+                return staleAnswer(stale, conditions: conditions, counters: counters, now: now, vary: vary)
             }
             let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
             return failure(error, cache: CacheResult.of(role, nil).rawValue, placeholder: placeholder, maxAge: maxAge)
@@ -91,15 +91,15 @@ struct ThumbHandler: Sendable {
     }
 
     /// An expired copy, said to be one (`X-Thumbd-Cache: stale`, `max-age=0`, a `Warning`).
-    private static func staleAnswer(_ stale: CachedObject, ifNoneMatch: String?, counters: CacheCounters, now: Int64,
+    private static func staleAnswer(_ stale: CachedObject, conditions: Conditions, counters: CacheCounters, now: Int64,
                                     vary: Bool = false) -> Response {
         counters.count(.stale)
-        var response = image(stale, cache: "stale", ifNoneMatch: ifNoneMatch, now: now, vary: vary)
+        var response = image(stale, cache: "stale", conditions: conditions, now: now, vary: vary)
         response.headers.append(("Warning", "110 thumbd \"Response is Stale\""))
         return response
     }
 
-    static func image(_ object: CachedObject, cache: String, ifNoneMatch: String?, now: Int64, vary: Bool = false) -> Response {
+    static func image(_ object: CachedObject, cache: String, conditions: Conditions, now: Int64, vary: Bool = false) -> Response {
         var headers: [(String, String)] = [
             ("ETag", object.etag),
             ("Cache-Control", "public, max-age=\(object.remainingSeconds(at: now))"),
@@ -111,8 +111,11 @@ struct ThumbHandler: Sendable {
         if let lastModified = object.lastModified, lastModified.utf8.count <= OriginHeaders.maxDateBytes {
             headers.append(("Last-Modified", lastModified))
         }
-        if let ifNoneMatch, ETagMatch.matches(ifNoneMatch, object.etag) {
-            return Response(status: 304, headers: headers)
+        if conditions.notModified(etag: object.etag, lastModified: object.lastModified) {
+            // With the 200's body, which MHD never sends on a 304 (as on a HEAD) but whose
+            // length it states: an empty body would say `Content-Length: 0`, contradicting
+            // the 200 (RFC 9110 §8.6). The body is shared, not copied.
+            return Response(status: 304, headers: headers, body: object.body)
         }
         headers.append(("Content-Type", object.contentType))
         headers.append(("X-Content-Type-Options", "nosniff"))

@@ -7,7 +7,7 @@ import Upstream
 struct ThumbRequest: Sendable {
     var destination: DestinationPolicy.Destination
     var priority: Priority
-    var ifNoneMatch: String?
+    var conditions: Conditions
     /// The thumbnail asked for (`auto` resolved from `Accept`), or nil for the original.
     var variant: Variant?
 
@@ -40,7 +40,25 @@ struct ThumbRequest: Sendable {
             self.priority = .normal
         }
         self.destination = try policy.validate(request.query["url"])
-        self.ifNoneMatch = request.headers["if-none-match"]
+        self.conditions = Conditions(ifNoneMatch: request.headers["if-none-match"],
+                                     ifModifiedSince: request.headers["if-modified-since"])
+    }
+}
+
+/// A request's validators (RFC 9110 §13.1): `If-None-Match`, else `If-Modified-Since`.
+struct Conditions: Sendable {
+    var ifNoneMatch: String?
+    var ifModifiedSince: String?
+
+    /// Whether the stored answer is what the client already has (304).
+    func notModified(etag: String, lastModified: String?) -> Bool {
+        if let ifNoneMatch { return ETagMatch.matches(ifNoneMatch, etag) }
+        // Only without If-None-Match (§13.2.2), and only against a Last-Modified that was
+        // sent: an unparsable date on either side is no match.
+        guard let ifModifiedSince, let lastModified, let since = HTTPDate.parse(ifModifiedSince),
+              let modified = HTTPDate.parse(lastModified)
+        else { return false }
+        return modified <= since
     }
 }
 
