@@ -140,7 +140,7 @@ public final class Thumbd: Service, Sendable {
             store.close()
             throw ThumbdError(error)
         }
-        let metrics = DaemonMetrics()
+        let metrics = DaemonMetrics(storeCapacity: configuration.store.maxBytes)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)

@@ -293,6 +293,7 @@ final class VariantSource: Sendable {
             preview.withLock { $0 = tiny.body }
             job.publishPreview(uri)
         } : nil
+        let resizeStarted = ContinuousClock.now
         do {
             made = try thumbnailer.thumbnail(of: original.body, plan, control: control, preview: onPreview)
         } catch {
@@ -312,7 +313,7 @@ final class VariantSource: Sendable {
             return
         }
         resizeCount.add(1, ordering: .relaxed)
-        source.metrics.thumbnailMade()
+        source.metrics.thumbnailMade(duration: ContinuousClock.now - resizeStarted)
         // Made after its waiters were answered 503 (the watchdog), or stopped by shutdown:
         // dropped, not stored (the store may be closing).
         guard !control.isCancelled else { return }
