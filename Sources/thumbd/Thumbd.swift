@@ -140,7 +140,7 @@ struct Failure: Error, CustomStringConvertible {
 
 /// Where the client subcommands find the daemon.
 struct ServerOption: ParsableArguments {
-    @Option(help: "The running daemon.")
+    @Option(help: "The running daemon (default: $THUMBD_URL, else http://127.0.0.1:8080).")
     var server: String = ProcessInfo.processInfo.environment["THUMBD_URL"] ?? "http://127.0.0.1:8080"
 }
 
@@ -302,6 +302,7 @@ struct Stats: ParsableCommand {
             "bytes        \(Warmer.size(Double(stats.bytes))) of \(Warmer.size(Double(stats.maxBytes)))",
             "hit ratio    \(String(format: "%.1f%%", stats.hitRatio * 100)) (hits \(stats.hits), misses \(stats.misses), coalesced \(stats.coalesced), stale \(stats.stale), revalidated \(stats.revalidated))",
             "evictions    \(stats.evictions)",
+            "thumbnails   \(stats.thumbnails) made since start",
             "in flight    \(stats.fetchesInFlight) fetches, \(stats.waitingRequests) waiting requests, \(stats.openEventStreams) event streams",
         ] + (stats.storeWritable ? [] : ["store        NOT WRITABLE (see /healthz): serving, not storing"])
         print(lines.joined(separator: "\n"))
@@ -317,6 +318,9 @@ struct Purge: ParsableCommand {
     @Flag(help: "Remove everything.")
     var all = false
 
+    @Flag(help: "Print the daemon's JSON as it is.")
+    var json = false
+
     @OptionGroup var server: ServerOption
 
     func validate() throws {
@@ -329,6 +333,16 @@ struct Purge: ParsableCommand {
         let head = try connection.send("DELETE", target)
         let body = String(decoding: try connection.body(), as: UTF8.self)
         guard head.status == 200 else { throw ValidationError("thumbd answered \(head.status): \(body)") }
-        print(body, terminator: "")
+        if json {
+            print(body, terminator: "")
+            return
+        }
+        struct Purged: Decodable { var purged: Int }
+        guard let purged = try? JSONDecoder().decode(Purged.self, from: Data(body.utf8)) else {
+            throw ValidationError("thumbd's /cache answer is not what this thumbd reads: \(body)")
+        }
+        // Like stats: a line for a person; --json for a script.
+        let what = url.map { "\($0) and its variants" } ?? "everything"
+        print("purged \(what): \(purged.purged) object\(purged.purged == 1 ? "" : "s") removed")
     }
 }

@@ -181,4 +181,37 @@ struct ConfigurationTests {
             await #expect(throws: ConfigurationError.self) { _ = try await ThumbdConfiguration.load(file: nil, environment: [variable: value]) }
         }
     }
+
+    @Test("every setting the README and config/thumbd.yaml show as an example loads: THUMBD_ variables and YAML blocks")
+    func documentedExamples() async throws {
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let config = try String(contentsOf: Self.packageRoot.appendingPathComponent("config/thumbd.yaml"), encoding: .utf8)
+        var checked = 0
+        for text in [readme, config] {
+            for match in text.matches(of: /(THUMBD_[A-Z_]+)=([^\s`)\]]+)/) {
+                let (name, value) = (String(match.output.1), String(match.output.2))
+                guard !SettingNames.clientVariables.contains(name), !value.hasPrefix("$"), !value.hasPrefix("\"") else { continue }
+                do {
+                    _ = try await ThumbdConfiguration.load(file: nil, environment: [name: value])
+                } catch {
+                    Issue.record("the documented \(name)=\(value) does not load: \(error)")
+                }
+                checked += 1
+            }
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-readme-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (index, block) in readme.matches(of: /```yaml\n((?:.|\n)*?)```/).enumerated() {
+            let file = directory.appendingPathComponent("example-\(index).yaml")
+            try String(block.output.1).write(to: file, atomically: true, encoding: .utf8)
+            do {
+                _ = try await ThumbdConfiguration.load(file: file.path, environment: [:])
+            } catch {
+                Issue.record("the README's YAML example \(index) does not load: \(error)")
+            }
+            checked += 1
+        }
+        #expect(checked >= 3)
+    }
 }

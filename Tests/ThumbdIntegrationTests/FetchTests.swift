@@ -133,7 +133,7 @@ struct FetchTests {
         }
     }
 
-    @Test("fallback=placeholder keeps the error status but answers a PNG tile")
+    @Test("fallback=placeholder keeps the error status but answers an image tile: a PNG, or an SVG of the asked size")
     func placeholder() async throws {
         try await withOriginAndDaemon { origin, daemon in
             let failed = try await request(daemon.port, origin.thumb("/status/500", "&fallback=placeholder"))
@@ -144,6 +144,16 @@ struct FetchTests {
             let badRequest = try await request(daemon.port, "/thumb?url=ftp%3A%2F%2Fx&fallback=placeholder")
             #expect(badRequest.status == 400)
             #expect(badRequest[header: "Content-Type"] == "image/png")
+            // Of the asked size: w×h, or w alone as a square (an SVG: a few hundred bytes whatever the size).
+            for (query, size) in [("&w=200&h=120", "width=\"200\" height=\"120\""), ("&w=90", "width=\"90\" height=\"90\""),
+                                  ("&w=8192&h=8192", "width=\"8192\" height=\"8192\"")] {
+                let sized = try await request(daemon.port, origin.thumb("/status/500", query + "&fallback=placeholder"))
+                #expect(sized.status == 502)
+                #expect(sized[header: "Content-Type"] == "image/svg+xml")
+                #expect(sized[header: "Content-Security-Policy"] == "default-src 'none'")
+                let svg = String(decoding: sized.body, as: UTF8.self)
+                #expect(svg.hasPrefix("<svg ") && svg.contains(size) && !svg.contains("script") && sized.body.count < 1024, "\(svg)")
+            }
             let badFallback = try await request(daemon.port, origin.thumb("/img/x.jpg", "&fallback=kitten"))
             #expect(badFallback.status == 400)
             #expect(badFallback.errorCode == "bad_parameter")

@@ -27,9 +27,12 @@ tail -1 "$WORK/events" | grep -q '"event":"end"' || fail "last JSON line is not 
 "$SMOKE_THUMBD" stats --server "$THUMBD" > "$WORK/stats"
 grep -q '^objects *4$' "$WORK/stats" || fail "stats: $(cat "$WORK/stats")"   # 3 images + the remembered 404
 grep -q 'hit ratio' "$WORK/stats" || fail "stats has no hit ratio"
+grep -q '^thumbnails *0 made' "$WORK/stats" || fail "stats has no thumbnails: $(cat "$WORK/stats")"
 
-"$SMOKE_THUMBD" purge "$ORIGIN/img/w1.jpg" --server "$THUMBD" | grep -q '"purged":1' || fail "purge of one URL"
-"$SMOKE_THUMBD" purge --all --server "$THUMBD" | grep -q '"purged":3' || fail "purge --all"
+# purge prints a line for a person (as stats does), JSON with --json; THUMBD_URL names the daemon.
+THUMBD_URL="$THUMBD" "$SMOKE_THUMBD" purge "$ORIGIN/img/w1.jpg" > "$WORK/purged"
+grep -q "^purged $ORIGIN/img/w1.jpg and its variants: 1 object removed$" "$WORK/purged" || fail "purge of one URL: $(cat "$WORK/purged")"
+"$SMOKE_THUMBD" purge --all --json --server "$THUMBD" | grep -q '"purged":3' || fail "purge --all --json"
 "$SMOKE_THUMBD" stats --json --server "$THUMBD" | grep -q '"objects":0' || fail "cache not empty after purge --all"
 if "$SMOKE_THUMBD" purge --server "$THUMBD" 2>/dev/null; then fail "purge without URL or --all accepted"; fi
 

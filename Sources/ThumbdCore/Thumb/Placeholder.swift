@@ -1,9 +1,30 @@
 import Support
 
-/// The body served instead of JSON when a request says `fallback=placeholder`: a 64×64 PNG
-/// tile with a light border and a cross, so an `<img>` shows a broken-tile mark.
-enum Placeholder {
-    static let contentType = "image/png"
+/// The body served instead of JSON when a request says `fallback=placeholder`: a tile with
+/// a light border and a cross, so an `<img>` shows a broken-tile mark. Of the asked size
+/// when `w` or `h` is given (`w` alone: square): an SVG of a few hundred bytes whatever the
+/// size, so asking for a large one costs nothing; else the 64×64 PNG below.
+struct Placeholder: Sendable {
+    var width: Int?
+    var height: Int?
+
+    var isSVG: Bool { width != nil || height != nil }
+    var contentType: String { isSVG ? "image/svg+xml" : "image/png" }
+
+    var body: Bytes {
+        guard isSVG else { return Self.png }
+        let w = width ?? height ?? 64, h = height ?? width ?? 64
+        let inset = max(1, min(w, h) / 16)
+        let svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(w)" height="\(h)" viewBox="0 0 \(w) \(h)">\
+            <rect width="\(w)" height="\(h)" fill="#f2f2f2"/>\
+            <rect x="0.5" y="0.5" width="\(w - 1)" height="\(h - 1)" fill="none" stroke="#cccccc"/>\
+            <path d="M\(inset * 4) \(inset * 4)L\(w - inset * 4) \(h - inset * 4)M\(w - inset * 4) \(inset * 4)L\(inset * 4) \(h - inset * 4)" \
+            stroke="#bbbbbb" stroke-width="\(inset)"/></svg>
+            """
+        return Bytes(Array(svg.utf8))
+    }
+
     static let png = Bytes([UInt8]([
         0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
         0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x40, 0x08, 0x02, 0x00, 0x00, 0x00, 0x25, 0x0B, 0xE6,

@@ -12,7 +12,7 @@ struct ThumbHandler: Sendable {
     let signer: URLSigner
 
     func handle(_ request: Request, context: RequestContext, requestID: String? = nil) -> HandlerResult {
-        let placeholder: Bool
+        let placeholder: Placeholder?
         do {
             placeholder = try ThumbRequest.wantsPlaceholder(request)
         } catch {
@@ -71,7 +71,7 @@ struct ThumbHandler: Sendable {
 
     /// The response for one waiter, from the outcome every waiter of the flight shares.
     private static func answer(_ outcome: FlightOutcome, role: FlightRole, stale: CachedObject?,
-                               conditions: Conditions, placeholder: Bool, counters: CacheCounters, vary: Bool = false) -> Response {
+                               conditions: Conditions, placeholder: Placeholder?, counters: CacheCounters, vary: Bool = false) -> Response {
         let now = ObjectSource.now()
         switch outcome {
         case .success(let object):
@@ -122,15 +122,18 @@ struct ThumbHandler: Sendable {
         return Response(status: 200, headers: headers, body: object.body)
     }
 
-    static func failure(_ error: ThumbdError, cache: String?, placeholder: Bool, maxAge: Int64? = nil) -> Response {
+    static func failure(_ error: ThumbdError, cache: String?, placeholder: Placeholder?, maxAge: Int64? = nil) -> Response {
         var headers: [(String, String)] = []
         if let cache { headers.append(("X-Thumbd-Cache", cache)) }
         headers.append(("Cache-Control", maxAge.map { "public, max-age=\($0)" } ?? "no-store"))
-        if placeholder {
+        if let placeholder {
             if error.code == .busy { headers.append(("Retry-After", "1")) }
-            headers.append(("Content-Type", Placeholder.contentType))
+            headers.append(("Content-Type", placeholder.contentType))
+            headers.append(("X-Content-Type-Options", "nosniff"))
+            // An SVG opened by itself is a document: this one has no script, and may load nothing.
+            if placeholder.isSVG { headers.append(("Content-Security-Policy", "default-src 'none'")) }
             headers.append(("X-Thumbd-Error", error.code.rawValue))
-            return Response(status: error.status, headers: headers, body: Placeholder.png)
+            return Response(status: error.status, headers: headers, body: placeholder.body)
         }
         headers.append(("Content-Type", "application/json"))
         headers.append(("X-Thumbd-Error", error.code.rawValue))

@@ -11,11 +11,16 @@ struct ThumbRequest: Sendable {
     /// The thumbnail asked for (`auto` resolved from `Accept`), or nil for the original.
     var variant: Variant?
 
-    /// Reads `fallback` alone, so that even a bad request can answer with a placeholder.
-    static func wantsPlaceholder(_ request: Request) throws(ThumbdError) -> Bool {
+    /// Reads `fallback` (and the asked size, leniently) alone, so that even a bad request
+    /// can answer with a placeholder.
+    static func wantsPlaceholder(_ request: Request) throws(ThumbdError) -> Placeholder? {
         switch request.query["fallback"] {
-        case nil, "", "none": return false
-        case "placeholder": return true
+        case nil, "", "none": return nil
+        case "placeholder":
+            func side(_ name: String) -> Int? {
+                request.query[name].flatMap { Int($0) }.flatMap { (1...ThumbnailParameters.maxSide).contains($0) ? $0 : nil }
+            }
+            return Placeholder(width: side("w"), height: side("h"))
         case let other?: throw .badRequest(.badParameter, "fallback must be placeholder, not \(other)")
         }
     }
