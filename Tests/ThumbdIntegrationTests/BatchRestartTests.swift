@@ -54,6 +54,36 @@ struct BatchRestartTests {
         #expect(try await origin.requests("/gate/restart") == 2)
     }
 
+    @Test("a stream open at shutdown gets a shutdown event without an id before it ends; its reconnect resumes after a restart")
+    func shutdownEvent() async throws {
+        let origin = try TestOrigin()
+        let first = try TestDaemon()
+        defer { first.remove(); origin.stop() }
+        let batch = try await first.createBatch([origin.url("/img/bye0.jpg"), origin.url("/gate/bye")])
+        let client = try await blocking { try EventStreamClient(port: first.port, path: batch.events) }
+        try await blocking { try client.read(seconds: 20) { $0.events.contains { $0.type == "done" } } }
+        #expect(try await eventually { try await origin.requests("/gate/bye") == 1 })
+        async let stopped: Void = blocking { first.stop() }
+        try await blocking { try client.read(seconds: 20) }  // to the end of the body
+        try await stopped
+        let farewell = try #require(client.parser.events.last)
+        #expect(farewell.type == "shutdown")
+        #expect(farewell.data.contains("reconnect"))
+        let lastID = try #require(client.parser.events.last { $0.type == "done" }?.lastEventID)
+        #expect(farewell.lastEventID == lastID)  // no id of its own: a reconnect resumes after the log's last
+        // The reconnect EventSource makes, with Last-Event-ID, finds the batch after the restart.
+        let second = try TestDaemon(directory: first.directory)
+        defer { second.stop() }
+        try await origin.release("bye")
+        let resumed = try await blocking {
+            let again = try EventStreamClient(port: second.port, path: batch.events, lastEventID: lastID)
+            try again.read(seconds: 20)
+            return again
+        }
+        #expect(resumed.parser.events.last?.type == "end")
+        #expect(!resumed.parser.events.contains { $0.type == "done" && $0.data.contains("\"index\":0") })
+    }
+
     @Test("a finished batch: the same events with the same ids after a restart; past its retention, 404")
     func finishedBatch() async throws {
         let origin = try TestOrigin()

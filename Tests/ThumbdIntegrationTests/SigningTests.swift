@@ -74,4 +74,33 @@ struct SigningTests {
             #expect(try await request(daemon.port, src)[header: "X-Thumbd-Cache"] == "hit")
         }
     }
+
+    @Test("thumbd's own page (Origin equal to the Host) needs no sig: the daemon signs its items' src; another client still does")
+    func ownPageSignedByDaemon() async throws {
+        try await withOriginAndDaemon({ $0.signing.keys = Self.keys }) { origin, daemon in
+            let body = """
+                {"w": 40, "items": [{"url": "\(origin.url("/img/p1.jpg"))"}, {"url": "\(origin.url("/img/p2.jpg"))"}]}
+                """
+            let host = "127.0.0.1:\(daemon.port)"
+            let created = try await request(daemon.port, "/batches", method: "POST",
+                                            headers: ["Content-Type": "application/json", "Host": host, "Origin": "http://\(host)"],
+                                            body: body)
+            #expect(created.status == 201)
+            let stream = try #require(created.json["events"] as? String)
+            let done = try await daemon.allEvents(stream).parser.events.filter { $0.type == "done" }.map(payload)
+            #expect(done.count == 2)
+            for event in done {
+                let src = try #require(event["src"] as? String)
+                #expect(src.contains("sig="))
+                let tile = try await request(daemon.port, src)
+                #expect(tile.status == 200 && tile[header: "X-Thumbd-Cache"] == "hit", "\(src)")
+            }
+            // The same body from a client without Origin (curl, a script): each item needs its sig.
+            let plain = try await request(daemon.port, "/batches", method: "POST", headers: ["Content-Type": "application/json"],
+                                          body: body)
+            let failed = try await daemon.allEvents(try #require(plain.json["events"] as? String)).parser.events
+                .filter { $0.type == "failed" }.map(payload)
+            #expect(failed.count == 2 && failed.allSatisfy { $0["error"] as? String == "bad_signature" })
+        }
+    }
 }

@@ -51,7 +51,12 @@ struct BatchHandler: Sendable {
 
     private func create(_ request: Request, requestID: String?) -> Response {
         do {
-            let parsed = try BatchRequest(body: request.body, maxItems: maxItems)
+            var parsed = try BatchRequest(body: request.body, maxItems: maxItems)
+            // A browser sends Origin; a foreign one was refused before this (RequestGuard), and
+            // a page cannot forge it. Equal to the Host: thumbd's own page.
+            if let origin = request.headers["origin"], let host = request.headers["host"] {
+                parsed.fromOwnPage = origin.lowercased() == "http://" + host.lowercased()
+            }
             let batch = try registry.create(parsed, accept: request.headers["accept"],
                                             requestID: requestID, body: request.body)
             return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])

@@ -43,6 +43,8 @@ final class BatchJournal: Sendable {
     struct Definition: Codable {
         var body: String
         var accept: String?
+        /// Posted by thumbd's own page: its items are signed by the daemon (absent: false).
+        var fromOwnPage: Bool?
     }
 
     /// Records a new batch (the write is queued; the caller does not wait). Ids start at 1,

@@ -71,7 +71,8 @@ final class BatchRegistry: Sendable {
             throw .unavailable(.tooManyBatches, "\(configuration.maxOpen) batches are running already")
         }
         if let journal, let body {
-            journal.begin(.init(body: String(decoding: body.array, as: UTF8.self), accept: accept), createdAt: ObjectSource.now())
+            journal.begin(.init(body: String(decoding: body.array, as: UTF8.self), accept: accept,
+                                fromOwnPage: request.fromOwnPage ? true : nil), createdAt: ObjectSource.now())
         }
         // What is on screen starts first, carrying the focus; the rest waits until the screen
         // is done (at most batches.screenFirstMilliseconds), so that the first screen has the
@@ -119,8 +120,10 @@ final class BatchRegistry: Sendable {
             // src carries the signature; a wrong one fails this item only.
             var signature = ""
             if signer.isEnabled {
-                let sig = index < request.itemSignatures.count ? request.itemSignatures[index] : nil
                 let merged = request.parameters.merging(own) { $1 }
+                var sig = index < request.itemSignatures.count ? request.itemSignatures[index] : nil
+                // thumbd's own page holds no key: the daemon signs what it asks for.
+                if sig == nil, request.fromOwnPage { sig = signer.signature { $0 == "url" ? entry.url : merged[$0] } }
                 guard let sig, signer.verify(sig, { $0 == "url" ? entry.url : merged[$0] }) else {
                     batch.fail(index, error: ThumbdError(.badSignature, "sig is missing or wrong for this item"))
                     continue
@@ -158,12 +161,13 @@ final class BatchRegistry: Sendable {
         for journal in journals {
             if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
             guard let definition = BatchJournal.definition(of: journal),
-                  let request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
+                  var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
                   let base = try? baseItem(of: request, accept: definition.accept)
             else {
                 logger.warning("batch.restore.skipped", metadata: ["batch.id": "\(journal.id)"])
                 continue
             }
+            request.fromOwnPage = definition.fromOwnPage ?? false
             let batch = Batch(id: journal.id, items: request.items,
                               progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
                               cancelOffscreen: request.cancelOffscreen,
@@ -229,7 +233,10 @@ final class BatchRegistry: Sendable {
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
     func closeStreams() {
         timer.cancel()
-        for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
+        for subscriber in streams.withLock({ Array($0.values) }) {
+            subscriber.sayFarewell()
+            subscriber.wake()
+        }
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so

@@ -27,6 +27,9 @@ struct BatchRequest {
     var focus: [Int]
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
     var cancelOffscreen: Bool
+    /// Posted by thumbd's own page (`GET /`, same origin): with signing on, its items need no
+    /// `sig`, and the daemon signs their `src` (set by the handler, not by the body).
+    var fromOwnPage = false
 
     init(body: Bytes, maxItems: Int) throws(ThumbdError) {
         // Foundation's decoder takes invalid UTF-8 inside a string (it substitutes); JSON

@@ -11,6 +11,8 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         var cursor: Int
         var offset = 0  // bytes of the event at `cursor` already sent
         var keepalivePending = false
+        /// Shutdown: the `shutdown` event, sent once when nothing else is to be sent.
+        var farewell: [UInt8]?
         var waker: (any StreamWaker)?
         var detached = false
     }
@@ -46,6 +48,15 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// Something new in the log (or a keepalive is due): have the connection send it.
     func wake() {
         state.withLock { $0.waker }?.wake()
+    }
+
+    /// Shutdown: the stream says so before it ends, in an event without an id (it is not
+    /// in the batch's log, so a reconnect's `Last-Event-ID` resumes where the log left off).
+    func sayFarewell() {
+        state.withLock {
+            $0.farewell = Array(("event: shutdown\ndata: {\"message\":\"thumbd is stopping: this stream will reconnect and "
+                + "resume where it left off\"}\n\n").utf8)
+        }
     }
 
     /// The next read sends a `: keepalive` comment if it has no event to send.
@@ -98,6 +109,11 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
             }
             // Asked again after the last bytes went out: everything has been handed over.
             if finished, log.mayClose(after: self) { return .end }
+            if let farewell = state.farewell, !farewell.isEmpty {
+                let n = put(farewell[...])
+                state.farewell = Array(farewell.dropFirst(n))
+                return .data(n)
+            }
             if state.keepalivePending {
                 state.keepalivePending = false
                 return .data(put(Array(": keepalive\n\n".utf8)[...]))

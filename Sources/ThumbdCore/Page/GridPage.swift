@@ -101,11 +101,38 @@ enum GridPage {
     el.className = "tile";
     el.dataset.state = "queued";
     el.innerHTML = '<div class="frame"><div class="spinner"></div><span class="pct"></span></div><div class="caption"></div>';
-    el.querySelector(".caption").textContent = item.url;
+    el.querySelector(".caption").textContent = fileName(item.url);
     el.title = item.url;
     grid.appendChild(el);
     return el;
   }
+
+  // A caption names the file (decoded), not the URL: a grid of one origin's images would
+  // all read "https://…" up to where the caption is cut.
+  function fileName(url) {
+    try {
+      const u = new URL(url), last = u.pathname.split("/").filter(Boolean).pop();
+      return last ? decodeURIComponent(last) : u.host;
+    } catch (e) { return url; }
+  }
+
+  // The side asked of thumbd: the tile's laid-out width × devicePixelRatio. When the tiles
+  // grow (a wider window, a rotated phone), loaded tiles are asked again at the new size
+  // (a signed src cannot be changed: its signature covers w and h).
+  let side = 0;
+  const measure = () => Math.round(tiles[0].querySelector(".frame").getBoundingClientRect().width * (window.devicePixelRatio || 1));
+  const resized = (src) => src.replace(/([?&])w=\d+/, `$1w=${side}`).replace(/([?&])h=\d+/, `$1h=${side}`);
+  const sizer = new ResizeObserver(() => {
+    if (!tiles.length || !side) return;
+    const now = measure();
+    if (now <= side * 1.1) return;  // smaller or about the same: the browser scales down
+    side = now; grid.dataset.side = side;
+    for (const el of tiles) {
+      const img = el.querySelector(".frame img:not(.preview)");
+      if (img && el.dataset.src && !el.dataset.src.includes("sig=")) img.src = resized(el.dataset.src);
+    }
+  });
+  sizer.observe(grid);
 
   function finish(ok) {
     $("fetch").disabled = false;
@@ -127,7 +154,10 @@ enum GridPage {
     // devicePixelRatio, in the best format this browser takes, with a tiny preview to paint
     // at once; and the ones on screen now are named in the POST, so they come first.
     tiles = urls.map((url) => tile({ url }));
-    const side = Math.round(tiles[0].querySelector(".frame").clientWidth * (window.devicePixelRatio || 1)) || 256;
+    // Measured once the grid has settled (two frames: the scrollbar the tiles bring, the
+    // fonts), not right after the tiles were added; 50 ms at most (a hidden tab has no frames).
+    await new Promise((resolve) => { requestAnimationFrame(() => requestAnimationFrame(resolve)); setTimeout(resolve, 50); });
+    side = measure() || 256; grid.dataset.side = side; grid.dataset.asked = side;
     const onScreen = new Set(tiles.map((el, i) => [el.getBoundingClientRect(), i])
       .filter(([r]) => r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth).map(([, i]) => i));
     tiles.forEach((el, i) => el.classList.toggle("offscreen", !onScreen.has(i)));
@@ -166,6 +196,13 @@ enum GridPage {
     });
     tiles.forEach((el, i) => { el.dataset.index = i; observer.observe(el); });
     source = new EventSource(body.events);
+    // The daemon stopping (an upgrade, a restart): EventSource reconnects by itself with
+    // Last-Event-ID, and the batch goes on where it was.
+    source.addEventListener("shutdown", () => { status.textContent = "thumbd is restarting: reconnecting…"; });
+    source.onerror = () => {
+      if (source && source.readyState === EventSource.CONNECTING) status.textContent = "thumbd is not reachable: reconnecting…";
+    };
+    source.onopen = () => draw();
     source.addEventListener("progress", (e) => {
       const d = JSON.parse(e.data), el = tiles[d.index];
       el.dataset.state = "fetching";
@@ -196,8 +233,21 @@ enum GridPage {
       if (d.preview) setTimeout(() => paintPreview(el, d.preview, true), 100);
       // The tile replaces the spinner or the preview once it has loaded.
       img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; });
-      img.onerror = () => { el.dataset.loaded = "0"; };
-      img.src = d.inline || d.src;  // a small tile comes inside the event: no request for it
+      // A tile that does not load after all (the cache purged meanwhile, the daemon gone) is
+      // a failure, not a blurred preview counted as done; a re-ask at a larger size that fails
+      // keeps the tile it had.
+      img.onerror = () => {
+        if (el.dataset.loaded === "1" || el.dataset.state !== "done") return;
+        el.dataset.loaded = "0"; el.dataset.state = "failed";
+        const box = document.createElement("div");
+        box.className = "broken"; box.innerHTML = brokenIcon;
+        box.appendChild(document.createTextNode("the image did not load"));
+        frame.replaceChildren(box);
+        totals.done--; totals.failed++; render();
+      };
+      el.dataset.src = d.src;
+      // A small tile comes inside the event: no request for it (unless the tiles grew since).
+      img.src = side > +grid.dataset.asked && !d.src.includes("sig=") ? resized(d.src) : (d.inline || d.src);
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
     });

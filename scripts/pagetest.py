@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""thumbd's own page (GET /) in headless Chromium over the DevTools protocol, against
+daemons this script starts and the test origin the smoke test started:
+
+1. tiles are asked at their laid-out size and asked again when they grow;
+2. captions name the file;
+3. a tile whose image fails to load after `done` is marked failed (the request is failed
+   through the DevTools Fetch domain: the daemon cannot be made to break a cache hit);
+4. with signing on, the page's tiles load (the daemon signs their src);
+5. a daemon restarted under an open page: the page says so, reconnects, ends full.
+
+Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import free_port, wait_port  # noqa: E402
+from benchgrid import Browser  # noqa: E402  (headless Chromium, one tab, 1280x900, over CDP)
+
+binary, origin, work = sys.argv[1:4]
+
+
+class Daemon:
+    def __init__(self, name, port=None, env=None):
+        self.port = port or free_port()
+        self.db = os.path.join(work, name + ".sqlite")
+        self.log = open(os.path.join(work, name + ".log"), "ab")
+        self.env = dict(os.environ, THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true", **(env or {}))
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", self.db],
+                                     env=self.env, stdout=self.log, stderr=self.log)
+        wait_port(self.port)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+    def page(self, urls):
+        return "http://127.0.0.1:%d/?autostart=1&urls=%s" % (self.port, urllib.parse.quote("\n".join(urls), safe=""))
+
+
+def wait(browser, expression, seconds=60, on_event=None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = browser.evaluate(expression)
+        if on_event:
+            for event in browser.events:
+                on_event(event)
+            browser.events.clear()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for: %s\nstatus: %s" % (expression, browser.evaluate("document.getElementById('status').textContent")))
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+ENDED = "document.body.dataset.batch === 'ended'"
+STATES = "[...document.querySelectorAll('.tile')].map(t => t.dataset.state + ':' + (t.dataset.loaded || ''))"
+failures = []
+
+
+def scenario(function):
+    browser = Browser(work)
+    try:
+        function(browser)
+        print("   ok: %s" % function.__doc__)
+    except Exception as error:  # noqa: BLE001 - every scenario reports, then the script fails
+        failures.append("%s: %s" % (function.__doc__, error))
+    finally:
+        browser.close()
+
+
+daemon = Daemon("plain")
+tiles = ["%s/real/page-%d.png" % (origin, i) for i in range(8)]
+
+
+def sizing(browser):
+    """tiles asked at their laid-out size, again when they grow; captions name the file"""
+    browser.call("Page.navigate", url=daemon.page(tiles))
+    wait(browser, ENDED)
+    laid_out = browser.evaluate("Math.round(document.querySelector('.frame').getBoundingClientRect().width * devicePixelRatio)")
+    asked = int(browser.evaluate("document.getElementById('grid').dataset.side"))
+    check(asked >= laid_out, "asked %d for tiles of %d px" % (asked, laid_out))
+    captions = browser.evaluate("[...document.querySelectorAll('.caption')].map(c => c.textContent)")
+    check(captions == ["page-%d.png" % i for i in range(8)], "captions: %s" % captions)
+    # A narrower window: three columns of larger tiles.
+    browser.call("Emulation.setDeviceMetricsOverride", width=620, height=900, deviceScaleFactor=1, mobile=False)
+    grown = int(wait(browser, "+document.getElementById('grid').dataset.side > %d && document.getElementById('grid').dataset.side" % (asked * 1.1)))
+    wait(browser, "[...document.querySelectorAll('.frame img:not(.preview)')].every(i => i.complete && i.naturalWidth >= %d)" % grown)
+
+
+def broken_after_done(browser):
+    """a tile whose image fails to load after done is marked failed"""
+    browser.call("Fetch.enable", patterns=[{"urlPattern": "*/thumb?url=*noise*", "requestStage": "Request"}])
+
+    def fail_tiles(event):
+        if event["method"] == "Fetch.requestPaused":
+            browser.ws.send(json.dumps({"id": 10 ** 6 + len(event["params"]["requestId"]), "method": "Fetch.failRequest",
+                                        "params": {"requestId": event["params"]["requestId"], "errorReason": "Failed"}}))
+
+    browser.call("Page.navigate", url=daemon.page(["%s/file/noise.png" % origin, tiles[0]]))
+    wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)", on_event=fail_tiles)
+    states = browser.evaluate(STATES)
+    check(states == ["failed:0", "done:1"], "states: %s" % states)
+    wait(browser, "document.getElementById('status').textContent.startsWith('1 done, 1 failed')")
+
+
+def signed(browser):
+    """with signing on, the page's tiles load: the daemon signs their src"""
+    keyed = Daemon("signed", env={"THUMBD_SIGNING_KEYS": "page-test-key-0123456789"})
+    try:
+        browser.call("Page.navigate", url=keyed.page(tiles[:3] + ["%s/file/noise.png" % origin]))
+        wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)")
+        states = browser.evaluate(STATES)
+        check(states == ["done:1"] * 4, "states: %s" % states)
+    finally:
+        keyed.stop()
+
+
+def restart(browser):
+    """a daemon restarted under an open page: the page says so, reconnects and ends with a full grid"""
+    restarting = Daemon("restart")
+    gated = "%s/gate/page-restart" % origin
+    try:
+        browser.call("Page.navigate", url=restarting.page(tiles[:4] + [gated]))
+        wait(browser, "document.querySelectorAll('.tile[data-state=done]').length === 4")
+        restarting.stop()
+        wait(browser, "document.getElementById('status').textContent.includes('reconnecting')")
+        restarting.start()
+        urllib.request.urlopen("%s/__release/page-restart" % origin).read()
+        wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)")
+        states = browser.evaluate(STATES)
+        check(states == ["done:1"] * 5, "states: %s" % states)
+    finally:
+        restarting.stop()
+
+
+try:
+    for test in (sizing, broken_after_done, signed, restart):
+        scenario(test)
+finally:
+    daemon.stop()
+if failures:
+    sys.exit("\n".join("   FAILED: " + f for f in failures))
