@@ -47,9 +47,6 @@ struct Serve: AsyncParsableCommand {
             cannot be written or is held by another thumbd). SIGHUP reopens log.file.
             """)
 
-    /// Where a settings file is looked for when --config is not given, in this order.
-    static let defaultConfigFiles = ["config/thumbd.yaml", "/etc/thumbd/thumbd.yaml"]
-
     @Option(help: "A YAML or JSON settings file.")
     var config: String?
 
@@ -69,7 +66,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let file = config ?? Self.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
+        let file = config ?? ThumbdConfiguration.defaultFile()
         var overrides: [String: String] = [:]
         if let listen { overrides["server.listen"] = listen }
         if let db { overrides["store.path"] = db }

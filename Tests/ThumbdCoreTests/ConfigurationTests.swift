@@ -214,4 +214,11 @@ struct ConfigurationTests {
         }
         #expect(checked >= 3)
     }
+
+    @Test("without --config: the working directory's config/thumbd.yaml, else /etc/thumbd/thumbd.yaml, else none")
+    func defaultFileSearch() {
+        #expect(ThumbdConfiguration.defaultFile { _ in true } == "config/thumbd.yaml")
+        #expect(ThumbdConfiguration.defaultFile { $0 == "/etc/thumbd/thumbd.yaml" } == "/etc/thumbd/thumbd.yaml")
+        #expect(ThumbdConfiguration.defaultFile { _ in false } == nil)
+    }
 }

@@ -28,6 +28,16 @@ public struct ThumbdConfiguration: Sendable {
         signing = try SigningConfiguration(reader: reader)
     }
 
+    /// Where `thumbd serve` looks for a settings file when `--config` is not given, in order:
+    /// the working directory's (a checkout, `scripts/run`), then the system's (a package,
+    /// the systemd unit, the container).
+    public static let defaultFiles = ["config/thumbd.yaml", "/etc/thumbd/thumbd.yaml"]
+
+    /// The first of `defaultFiles` that exists, or nil (the built-in defaults).
+    public static func defaultFile(exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }) -> String? {
+        defaultFiles.first(where: exists)
+    }
+
     /// Loads the file (if any), the environment and the flag overrides, in that order of
     /// increasing precedence. `overrides` maps dotted keys (`server.listen`) to values.
     public static func load(
