@@ -12,22 +12,21 @@ public enum LibraryLog {
 
     public typealias Sink = @Sendable (_ domain: String, _ level: Level, _ message: String) -> Void
 
-    /// Owns the sink GLib calls through its context pointer; the previous one is released
-    /// when a new one replaces it.
+    /// What GLib calls through its context pointer: one for the process, installed with the
+    /// first sink and never freed (GLib may be calling it on any thread at any moment); a
+    /// later `route` replaces the sink inside it.
     private final class Box: Sendable {
-        let sink: Sink
-        init(_ sink: @escaping Sink) { self.sink = sink }
+        let sink = Mutex<Sink?>(nil)
     }
 
-    private static let installed = Mutex<Unmanaged<Box>?>(nil)
+    private static let box: Unmanaged<Box> = {
+        let box = Unmanaged.passRetained(Box())
+        g_log_set_default_handler(handler, box.toOpaque())
+        return box
+    }()
 
     public static func route(to sink: @escaping Sink) {
-        let box = Unmanaged.passRetained(Box(sink))
-        installed.withLock { current in
-            g_log_set_default_handler(handler, box.toOpaque())
-            current?.release()
-            current = box
-        }
+        box.takeUnretainedValue().sink.withLock { $0 = sink }
     }
 
     private static let handler: GLogFunc = { domain, flags, message, context in
@@ -41,6 +40,7 @@ public enum LibraryLog {
             else if bits & G_LOG_LEVEL_MESSAGE.rawValue != 0 { .message }
             else if bits & G_LOG_LEVEL_INFO.rawValue != 0 { .info }
             else { .debug }
-        box.sink(domain.map { String(cString: $0) } ?? "", level, message.map { String(cString: $0) } ?? "")
+        guard let sink = box.sink.withLock({ $0 }) else { return }
+        sink(domain.map { String(cString: $0) } ?? "", level, message.map { String(cString: $0) } ?? "")
     }
 }
