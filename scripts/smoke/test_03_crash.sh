@@ -5,7 +5,7 @@
 # origin's bytes.
 source "$(dirname "$0")/lib.sh"
 start_origin
-KILLS="${THUMBD_CRASH_KILLS:-20}"
+KILLS="${SMOKE_CRASH_KILLS:-20}"
 # 3 MB of cache for ~6 MB of objects: eviction runs during the load.
 export THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true THUMBD_UPSTREAM_MAX_PER_HOST=16 THUMBD_STORE_MAX_BYTES=3000000
 

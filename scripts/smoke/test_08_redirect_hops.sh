@@ -3,12 +3,12 @@
 # on a public address: the test runs in its own network namespace (loopback only, nothing
 # leaves the machine), where 93.184.216.34 is added to lo. The origin there redirects to
 # loopback in every spelling; a bare listener on 127.0.0.1 proves nothing connected.
-if [ -z "${THUMBD_IN_NETNS:-}" ]; then
+if [ -z "${SMOKE_IN_NETNS:-}" ]; then
   if ! unshare -n true 2>/dev/null; then
     echo "   skipped: this machine cannot make a network namespace (unshare -n needs root)"
     exit 0
   fi
-  exec unshare -n env THUMBD_IN_NETNS=1 bash "$0" "$@"
+  exec unshare -n env SMOKE_IN_NETNS=1 bash "$0" "$@"
 fi
 source "$(dirname "$0")/lib.sh"
 ip link set lo up
