@@ -24,7 +24,8 @@ fi
 mkdir -p "$WORK/state"
 store="$(sed -n 's/^Environment=THUMBD_STORE_PATH=//p' "$unit")"
 [ "$store" = /var/lib/thumbd/thumbd.sqlite ] || fail "the unit's store path: $store"
-(cd "$WORK/state" && THUMBD_STORE_PATH="$WORK/state/thumbd.sqlite" "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 \
+# exec: the PID the cleanup stops is the daemon's, not a subshell's.
+(cd "$WORK/state" && THUMBD_STORE_PATH="$WORK/state/thumbd.sqlite" exec "$SMOKE_THUMBD" serve --listen 127.0.0.1:0 \
    > "$WORK/thumbd.out" 2> "$WORK/thumbd.err") &
 pid=$!
 PIDS+=($pid)
