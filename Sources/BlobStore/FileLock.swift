@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,9 +9,10 @@ import Glibc
 /// a second daemon can say which process holds it. The kernel drops the lock when the
 /// process ends, however it ends, so a crash never leaves the file locked. Owns its
 /// descriptor and closes it in one place.
-final class FileLock: @unchecked Sendable {  // the descriptor is set once and closed once, under `release`
+final class FileLock: Sendable {
     let path: String
-    private var descriptor: Int32
+    /// The open lock file; -1 once released.
+    private let descriptor: Mutex<Int32>
 
     /// The process holding a lock another one asked for.
     struct Held: Error, CustomStringConvertible {
@@ -33,7 +35,7 @@ final class FileLock: @unchecked Sendable {  // the descriptor is set once and c
         let text = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        descriptor = fd
+        descriptor = Mutex(fd)
     }
 
     /// "pid 1234, thumbd" from the PID the holder wrote and its /proc entry.
@@ -49,9 +51,11 @@ final class FileLock: @unchecked Sendable {  // the descriptor is set once and c
 
     /// Gives the lock up (the store has closed its database).
     func release() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)  // closing the last descriptor of the open file drops the flock
-        descriptor = -1
+        let fd = descriptor.withLock { fd in
+            defer { fd = -1 }
+            return fd
+        }
+        if fd >= 0 { close(fd) }  // closing the last descriptor of the open file drops the flock
     }
 
     deinit { release() }

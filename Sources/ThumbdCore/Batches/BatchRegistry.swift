@@ -136,7 +136,7 @@ final class BatchRegistry: Sendable {
             } else {
                 // This item's parameters win over the batch's; bad ones fail this item only.
                 do {
-                    try ParameterNames.check(own.keys.sorted(), known: ParameterNames.batchItem)
+                    try ParameterNames.check(own.keys, known: ParameterNames.batchItem)
                     let merged = request.parameters.merging(own) { $1 }
                     spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, preview: request.preview,
                                          priority: request.priority, inline: base.inline)

@@ -101,7 +101,7 @@ struct BatchRequest {
         enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, inline, focus, cancelOffscreen }
 
         init(from decoder: any Decoder) throws {
-            let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue).sorted()
+            let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)
             try ParameterNames.check(names, known: ParameterNames.batch)
             let object = try decoder.container(keyedBy: Key.self)
             // Numbers or strings ("w": 64 or "w": "64"); anything else is a bad parameter.

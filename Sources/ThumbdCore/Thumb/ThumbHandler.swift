@@ -21,7 +21,7 @@ struct ThumbHandler: Sendable {
         // A misspelt parameter is the client's real problem, whatever its signature says.
         if request.query.count > 1 {
             do {
-                try ParameterNames.check(request.query.keys.sorted(), known: ParameterNames.thumb)
+                try ParameterNames.check(request.query.keys, known: ParameterNames.thumb)
             } catch {
                 return .response(Self.failure(error, cache: nil, placeholder: placeholder))
             }

@@ -20,9 +20,12 @@ enum ParameterNames {
         "uri": "url", "signature": "sig", "s": "sig",
     ]
 
-    /// Refuses the first name (in `names`' order) that is not among `known`.
-    static func check(_ names: some Sequence<String>, known: [String]) throws(ThumbdError) {
-        for name in names where !known.contains(name) {
+    /// Refuses the first unknown name in sorted order (so the answer does not depend on the
+    /// order a dictionary keeps); the names are sorted only when one is unknown, which keeps
+    /// the check of every `/thumb` request to one lookup per name.
+    static func check(_ names: some Collection<String>, known: [String]) throws(ThumbdError) {
+        guard names.contains(where: { !known.contains($0) }) else { return }
+        for name in names.sorted() where !known.contains(name) {
             if planned.contains(name) {
                 throw .badRequest(.unsupportedParameter,
                                   "\(name) is in thumbd's contract but this version does not make it yet; "
@@ -40,9 +43,11 @@ enum ParameterNames {
         if let alias = aliases[lowered], known.contains(alias) { return alias }
         if known.contains(lowered) { return lowered }
         // A typo of another service's name (`widht`).
-        if let alias = aliases.first(where: { $0.key.count > 3 && distance(lowered, $0.key) <= 2 && known.contains($0.value) }) {
-            return alias.value
-        }
+        let near = aliases.filter { $0.key.count > 3 && known.contains($0.value) }
+            .map { (alias: $0.value, distance: distance(lowered, $0.key), name: $0.key) }
+            .filter { $0.distance <= 2 }
+            .min { ($0.distance, $0.name) < ($1.distance, $1.name) }
+        if let near { return near.alias }
         let scored = known.map { ($0, distance(lowered, $0.lowercased())) }.filter { $1 <= min(2, max(1, $0.count / 2)) }
         return scored.min { $0.1 < $1.1 }?.0
     }
