@@ -77,18 +77,30 @@ struct FocusTests {
         }
     }
 
-    @Test("without cancelOffscreen nothing is cancelled for leaving the screen")
+    @Test("without cancelOffscreen nothing is cancelled for leaving the screen: an item that left early yields to the new screen, then is made")
     func offscreenKeptByDefault() async throws {
         try await withOriginAndDaemon({ $0.batches.offscreenCancelSeconds = 0.05 }) { origin, daemon in
-            let batch = try await daemon.createBatch([origin.url("/gate/k0"), origin.url("/img/k1.jpg")], extra: ",\"focus\":[0]")
+            let batch = try await daemon.createBatch([origin.url("/gate/k0"), origin.url("/gate/k1"), origin.url("/gate/k2")],
+                                                     extra: ",\"focus\":[0]")
             #expect(try await eventually { try await origin.requests("/gate/k0") == 1 })
+            #expect(try await origin.requests("/gate/k1") == 0)  // off screen: waits for the screen
             _ = try await request(daemon.port, "/batches/\(batch.id)/focus", method: "POST",
                                   headers: ["Content-Type": "application/json"], body: "{\"items\":[1]}")
-            try await Task.sleep(for: .milliseconds(300))
-            try await origin.release("k0")
+            // Item 0 left with nothing of its original come: its download gives way (the origin
+            // sees it aborted) and it waits, queued, while item 1 (now shown) is fetched.
+            #expect(try await eventually { try await origin.aborted("/gate/k0") == 1 })
+            #expect(try await eventually { try await origin.requests("/gate/k1") == 1 })
+            let snapshot = try await request(daemon.port, "/batches/\(batch.id)").json
+            let states = (snapshot["items"] as? [[String: Any]])?.map { $0["state"] as? String }
+            #expect(states?.first == "queued", "\(snapshot)")
+            #expect(try await origin.requests("/gate/k0") == 1)
+            #expect(try await origin.requests("/gate/k2") == 0)
+            // The new screen done: item 0 and item 2 start, and everything is made; nothing was cancelled.
+            for name in ["k0", "k1", "k2"] { try await origin.release(name) }
             let events = try await daemon.allEvents(batch.events).parser.events
-            #expect(events.filter { $0.type == "done" }.count == 2)
-            #expect(try await origin.aborted("/gate/k0") == 0)
+            #expect(events.filter { $0.type == "done" }.count == 3)
+            #expect(!events.contains { $0.type == "cancelled" })
+            #expect(try await origin.requests("/gate/k0") == 2)
         }
     }
 

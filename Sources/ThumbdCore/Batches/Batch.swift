@@ -21,6 +21,8 @@ public final class Batch: Sendable {
         var observer: UInt64?
         var lastProgress: ContinuousClock.Instant?
         var knewTotal = false
+        /// How much of its original had arrived at the last progress (nil: unknown).
+        var arrived: Double?
         /// On screen now (`focus`); then every job it waits on is focused too.
         var focused = false
         /// The queue places of the jobs it waits on (its resize, its original's fetch).
@@ -114,8 +116,10 @@ public final class Batch: Sendable {
     private let state: Mutex<State>
 
     init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery,
-         cancelOffscreen: Bool = false, journal: BatchJournal? = nil, started: ContinuousClock.Instant = .now) {
+         cancelOffscreen: Bool = false, yieldsOffscreen: Bool = false, journal: BatchJournal? = nil,
+         started: ContinuousClock.Instant = .now) {
         self.cancelOffscreen = cancelOffscreen
+        self.yieldsOffscreen = yieldsOffscreen
         self.delivery = delivery
         self.started = started
         self.journal = journal
@@ -214,14 +218,31 @@ public final class Batch: Sendable {
         if orphaned, let observer { job?.stopObserving(observer) }
     }
 
+    /// What a change of focus asks of the registry.
+    struct FocusChange {
+        /// Items cancelled off screen that are back on it: to start again.
+        var back: [Int] = []
+        /// Items that left the screen with most of their original still to come: put back
+        /// among the deferred, their flights to leave (outside our lock).
+        var yielded: [FlightTicket] = []
+    }
+
+    /// With screen first: an item that leaves the screen before half its original has come
+    /// gives way to the new screen. Its download is left (aborted when nobody else waits)
+    /// and it waits among the deferred, as an item never shown does, until the new screen
+    /// is done: a scrolled-away screen's downloads would otherwise share the network, the
+    /// origin and the cores with the one now shown.
+    let yieldsOffscreen: Bool
+
     /// What the page says is on screen now (`"focus"` in the POST, `POST …/focus`): those
     /// items' jobs go to the head of their queues, the others' leave it. Returns the items
     /// cancelled off screen that are back on it, to start again (state `queued` once more),
-    /// unless the batch has ended.
-    func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> [Int] {
+    /// unless the batch has ended, and the flights of the items that yield.
+    func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> FocusChange {
         var deferredNow: [Int] = []
-        let back = state.withLock { state -> [Int] in
-            var back: [Int] = []
+        var observers: [(FetchJob, UInt64)] = []
+        let change = state.withLock { state -> FocusChange in
+            var change = FocusChange()
             state.screenKnown = true
             for index in state.items.indices {
                 let onScreen = indices.contains(index)
@@ -230,6 +251,19 @@ public final class Batch: Sendable {
                     item.leftScreen = nil
                 } else if item.focused {
                     item.leftScreen = now  // it was on screen and has just left it
+                    if yieldsOffscreen, !item.isTerminal, state.finishedAt == nil, let ticket = item.ticket,
+                       (item.arrived ?? 0) < 0.5 {
+                        change.yielded.append(ticket)
+                        if let job = item.job, let observer = item.observer { observers.append((job, observer)) }
+                        item.detach()
+                        item.job = nil
+                        item.observer = nil
+                        item.state = .queued
+                        item.lastProgress = nil
+                        item.knewTotal = false
+                        item.arrived = nil
+                        state.deferred.insert(index)
+                    }
                 }
                 if !item.isTerminal { item.setFocused(onScreen) } else { item.focused = onScreen }
                 if onScreen, item.cancelledOffscreen, state.finishedAt == nil {
@@ -238,7 +272,7 @@ public final class Batch: Sendable {
                     item.lastProgress = nil
                     item.knewTotal = false
                     state.cancelled -= 1
-                    back.append(index)
+                    change.back.append(index)
                 }
                 state.items[index] = item
             }
@@ -246,10 +280,11 @@ public final class Batch: Sendable {
             let shown = state.deferred.intersection(indices)
             state.deferred.subtract(shown)
             deferredNow = shown.sorted() + state.releasable()
-            return back
+            return change
         }
+        for (job, observer) in observers { job.stopObserving(observer) }
         start(deferredNow)
-        return back
+        return change
     }
 
     /// The items on screen now, in index order.
@@ -273,6 +308,7 @@ public final class Batch: Sendable {
             // the same: sending both would wake every subscriber twice.
             guard !item.isTerminal, progress.received != progress.total else { return [] }
             item.state = .fetching
+            item.arrived = progress.total.map { Double(progress.received) / Double(max(1, $0)) }
             // A page that says what is on screen shows progress there only: an item off
             // screen changes state, but sends no progress events (each one is a wake-up and
             // a redraw in every subscriber's page).
@@ -390,6 +426,7 @@ public final class Batch: Sendable {
             var woken: [EventSubscriber] = []
             for index in state.items.indices where !state.items[index].isTerminal && chosen(state.items[index]) {
                 let item = state.items[index]
+                state.deferred.remove(index)  // a yielded item waiting for the screen is cancelled there
                 if let ticket = item.ticket { tickets.append(ticket) }
                 if let job = item.job, let observer = item.observer { observers.append((job, observer)) }
                 state.items[index].detach()

@@ -60,7 +60,8 @@ final class BatchRegistry: Sendable {
         let journal = body.map { _ in BatchJournal.new(id: id, store: source.store) }
         let batch = Batch(id: id, items: request.items,
                           progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
-                          cancelOffscreen: request.cancelOffscreen, journal: journal)
+                          cancelOffscreen: request.cancelOffscreen,
+                          yieldsOffscreen: !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0, journal: journal)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
@@ -83,7 +84,7 @@ final class BatchRegistry: Sendable {
                 start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
             }
         }
-        if !request.focus.isEmpty { _ = batch.focus(Set(request.focus)) }
+        if !request.focus.isEmpty { _ = batch.focus(Set(request.focus)) }  // nothing started yet: nothing yields
         let focused = Set(request.focus)
         let offscreen = request.items.indices.filter { !focused.contains($0) }
         start(batch, request, base: base, indices: request.focus, accept: accept, requestID: requestID)
@@ -171,6 +172,7 @@ final class BatchRegistry: Sendable {
             let batch = Batch(id: journal.id, items: request.items,
                               progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
                               cancelOffscreen: request.cancelOffscreen,
+                              yieldsOffscreen: !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0,
                               journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),
                               started: .now - .seconds(max(0, now - journal.createdAt)))
             batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
@@ -209,7 +211,16 @@ final class BatchRegistry: Sendable {
     /// `cancelOffscreen`, those that left are cancelled once they have been away
     /// `offscreenCancelSeconds` (checked then, on the registry's queue).
     func focus(_ batch: Batch, on indices: [Int]) {
-        for index in batch.focus(Set(indices)) {
+        let change = batch.focus(Set(indices))
+        if !change.yielded.isEmpty {
+            let lookup = Lookup(source: source, variants: variants)
+            for ticket in change.yielded { lookup.leave(ticket) }
+            // They wait for the new screen, at most screenFirstMilliseconds, as at the start.
+            queue.asyncAfter(deadline: .now() + .milliseconds(configuration.screenFirstMilliseconds)) { [weak batch] in
+                batch?.releaseDeferred()
+            }
+        }
+        for index in change.back {
             guard let spec = specs.withLock({ $0[batch.id]?[index] }) else { continue }
             start(batch, index: index, url: batch.url(of: index), spec, requestID: nil)
         }
