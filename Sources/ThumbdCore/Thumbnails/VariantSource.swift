@@ -13,6 +13,10 @@ final class ResizeJob: CoalescedJob {
     private struct State {
         var abandoned = false
         var task: ResizeLane.Task?
+        /// Its place among the waiters of its original's download, while that runs.
+        var original: FetchCoalescer.Ticket?
+        /// Leaves that download (set with the ticket).
+        var leaveOriginal: (@Sendable (FetchCoalescer.Ticket) -> Void)?
         /// A waiter wants a preview made from the same decode (a batch with previews).
         var wantsPreview = false
         /// A batch waits for it: when the lane's queue is full it waits for room rather than
@@ -33,11 +37,36 @@ final class ResizeJob: CoalescedJob {
     }
 
     /// The last waiter left.
+    /// Nobody waits any more: a queued resize is not started, a running one stops, and
+    /// the original's download is left (aborted if nobody else waits for it either).
     func abandon() {
-        state.withLock { state -> ResizeLane.Task? in
+        let (task, original, leave) = state.withLock { state in
             state.abandoned = true
-            return state.task
-        }?.cancel()
+            defer { state.original = nil; state.leaveOriginal = nil }
+            return (state.task, state.original, state.leaveOriginal)
+        }
+        task?.cancel()
+        if let original, let leave { leave(original) }
+    }
+
+    /// It waits for its original's download with `ticket`; left if the resize is abandoned
+    /// first. Returns false (and leaves at once) when it already was.
+    func waitOnOriginal(_ ticket: FetchCoalescer.Ticket, leave: @escaping @Sendable (FetchCoalescer.Ticket) -> Void) {
+        let abandoned = state.withLock { state -> Bool in
+            guard !state.abandoned else { return true }
+            state.original = ticket
+            state.leaveOriginal = leave
+            return false
+        }
+        if abandoned { leave(ticket) }
+    }
+
+    /// The original has come (or failed): there is no download left to leave.
+    func originalArrived() {
+        state.withLock { state in
+            state.original = nil
+            state.leaveOriginal = nil
+        }
     }
 
     var isAbandoned: Bool { state.withLock { $0.abandoned } }
@@ -144,11 +173,15 @@ final class VariantSource: Sendable {
         // The original is fetched (conditionally, when a stale copy of it is stored).
         let fetch = source.fetch(destination, priority: priority, stale: original, requestID: requestID) { [self] outcome, _ in
             // On the processing stage already (the fetch's completion runs there).
+            job.originalArrived()
             switch outcome {
             case .success(let original):
                 derive(from: original, variant, key: key, stale: stale, job: job, requestID: requestID, destination: destination)
             case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
             }
+        }
+        if fetch.ready == nil {
+            job.waitOnOriginal(fetch.ticket) { [source] ticket in source.leave(ticket) }
         }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
