@@ -1,5 +1,5 @@
 internal import CVips
-import Synchronization
+import Support
 
 /// GLib's messages (libvips's warnings and those of the libraries under it: libheif's
 /// "ignoring nclx profile", a truncated JPEG's "premature end of data") go to the sink
@@ -16,7 +16,7 @@ public enum LibraryLog {
     /// first sink and never freed (GLib may be calling it on any thread at any moment); a
     /// later `route` replaces the sink inside it.
     private final class Box: Sendable {
-        let sink = Mutex<Sink?>(nil)
+        let sink = Slot<Sink>()
     }
 
     private static let box: Unmanaged<Box> = {
@@ -26,7 +26,7 @@ public enum LibraryLog {
     }()
 
     public static func route(to sink: @escaping Sink) {
-        box.takeUnretainedValue().sink.withLock { $0 = sink }
+        box.takeUnretainedValue().sink.set(sink)
     }
 
     private static let handler: GLogFunc = { domain, flags, message, context in
@@ -40,7 +40,7 @@ public enum LibraryLog {
             else if bits & G_LOG_LEVEL_MESSAGE.rawValue != 0 { .message }
             else if bits & G_LOG_LEVEL_INFO.rawValue != 0 { .info }
             else { .debug }
-        guard let sink = box.sink.withLock({ $0 }) else { return }
+        guard let sink = box.sink.value else { return }
         sink(domain.map { String(cString: $0) } ?? "", level, message.map { String(cString: $0) } ?? "")
     }
 }

@@ -78,7 +78,7 @@ public final class Batch: Sendable {
     }
 
     /// Starts items that were deferred (set by the registry); called outside the lock.
-    let startDeferred = Mutex<(@Sendable ([Int]) -> Void)?>(nil)
+    let startDeferred = Slot<@Sendable ([Int]) -> Void>()
 
     /// Holds `indices` back until the items on screen have finished.
     func deferUntilScreenDone(_ indices: [Int]) {
@@ -99,7 +99,7 @@ public final class Batch: Sendable {
     }
 
     private func start(_ indices: [Int]) {
-        guard !indices.isEmpty, let start = startDeferred.withLock({ $0 }) else { return }
+        guard !indices.isEmpty, let start = startDeferred.value else { return }
         start(indices)
     }
 

@@ -78,11 +78,9 @@ final class BatchRegistry: Sendable {
         // What is on screen starts first, carrying the focus; the rest waits until the screen
         // is done (at most batches.screenFirstMilliseconds), so that the first screen has the
         // network and the cores to itself, as a browser holds back its images off screen.
-        batch.startDeferred.withLock {
-            $0 = { [weak self, weak batch] indices in
-                guard let self, let batch else { return }
-                start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
-            }
+        batch.startDeferred.set { [weak self, weak batch] indices in
+            guard let self, let batch else { return }
+            start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
         }
         if !request.focus.isEmpty { _ = batch.focus(Set(request.focus)) }  // nothing started yet: nothing yields
         let focused = Set(request.focus)

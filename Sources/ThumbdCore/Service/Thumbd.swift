@@ -303,9 +303,9 @@ private final class ServerBox: Sendable {
 /// Lets `/stats` read parts that exist only once the server is up.
 private final class StatusBox: Sendable {
     typealias Reader = @Sendable () -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int)
-    private let reader = Mutex<Reader?>(nil)
-    func set(_ read: @escaping Reader) { reader.withLock { $0 = read } }
+    private let reader = Slot<Reader>()
+    func set(_ read: @escaping Reader) { reader.set(read) }
     func read() -> (fetches: Int, waiting: Int, streams: Int, running: Int, kept: Int) {
-        reader.withLock { $0 }?() ?? (0, 0, 0, 0, 0)
+        reader.value?() ?? (0, 0, 0, 0, 0)
     }
 }

@@ -153,11 +153,11 @@ final class ResizeLane: Sendable {
     private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
     private let state: Mutex<State>
     /// Called (outside the lane's lock) each time a resize leaves the lane: its queue has room.
-    private let roomObserver = Mutex<(@Sendable () -> Void)?>(nil)
+    private let roomObserver = Slot<@Sendable () -> Void>()
 
     /// `observer` runs each time a resize leaves the lane (the queue may have room now).
     func onRoom(_ observer: @escaping @Sendable () -> Void) {
-        roomObserver.withLock { $0 = observer }
+        roomObserver.set(observer)
     }
 
     /// Whether `submit` would take one more now.
@@ -288,7 +288,7 @@ final class ResizeLane: Sendable {
         }
         for semaphore in wake { semaphore.signal() }
         pump()
-        roomObserver.withLock { $0 }?()
+        roomObserver.value?()
     }
 
     /// Stops taking work: the queued tasks are answered `shutting_down`, the running ones are
@@ -303,7 +303,7 @@ final class ResizeLane: Sendable {
             state.idle.append(signal)
             return (queued, Array(state.runningTasks.values), signal)
         }
-        roomObserver.withLock { $0 = nil }
+        roomObserver.set(nil)
         for task in queued where !task.isCancelled { task.drop(.shuttingDown) }
         for task in running { task.cancel() }
         let deadline = DispatchTime.now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1)))
