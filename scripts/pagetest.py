@@ -7,7 +7,9 @@ daemons this script starts and the test origin the smoke test started:
 3. a tile whose image fails to load after `done` is marked failed (the request is failed
    through the DevTools Fetch domain: the daemon cannot be made to break a cache hit);
 4. with signing on, the page's tiles load (the daemon signs their src);
-5. a daemon restarted under an open page: the page says so, reconnects, ends full.
+5. a daemon restarted under an open page: the page says so, reconnects, ends full;
+6. focus: the page does not repeat the screen its POST named, and names a new screen as
+   soon as the user scrolls to it.
 
 Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
 """
@@ -147,8 +149,38 @@ def restart(browser):
         restarting.stop()
 
 
+def focus(browser):
+    """the page names a new screen at once when scrolled, and does not repeat the one its POST named"""
+    gates = ["focus-%d-%d" % (os.getpid(), i) for i in range(60)]
+    told = []
+
+    def record(event):
+        request = event["params"].get("request", {}) if event["method"] == "Network.requestWillBeSent" else {}
+        if request.get("url", "").endswith("/focus"):
+            told.append(json.loads(request["postData"])["items"])
+
+    try:
+        browser.call("Page.navigate", url=daemon.page(["%s/gate/%s" % (origin, gate) for gate in gates]))
+        wait(browser, "document.querySelectorAll('[data-index]').length === 60", on_event=record)
+        # Two frames: the observer has made its first report (what the POST named), and a
+        # fetch it made would have been sent.
+        browser.call("Runtime.evaluate", awaitPromise=True, expression=(
+            "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 200))))"))
+        wait(browser, "true", on_event=record)
+        check(told == [], "the page repeated the POST's screen: %s" % told)
+        browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+        deadline = time.monotonic() + 10
+        while not told and time.monotonic() < deadline:
+            time.sleep(0.05)
+            wait(browser, "true", on_event=record)
+        check(len(told) >= 1 and 59 in told[0] and 0 not in told[0], "focus sent after the scroll: %s" % told)
+    finally:
+        for gate in gates:
+            urllib.request.urlopen("%s/__release/%s" % (origin, gate)).read()
+
+
 try:
-    for test in (sizing, broken_after_done, signed, restart):
+    for test in (sizing, broken_after_done, signed, restart, focus):
         scenario(test)
 finally:
     daemon.stop()

@@ -176,11 +176,17 @@ enum GridPage {
     $("cancel").disabled = false;
     // As the user scrolls, thumbd hears what is on screen (at most every 100 ms): those
     // tiles go to the head of its queues.
+    // Only a screen thumbd has not heard of is sent: the observer's first report repeats the
+    // POST's focus, and sending it would hold the next (the user's first scroll) 100 ms back.
     const sent = batch;
-    let timer = 0, pending = false;
+    let timer = 0, pending = false, told = [...onScreen].sort((a, b) => a - b).join();
     const sendFocus = () => {
-      if (batch === sent && !totals.ended) fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
-                                                  body: JSON.stringify({ items: [...onScreen] }) }).catch(() => {});
+      const items = [...onScreen].sort((a, b) => a - b);
+      if (batch !== sent || totals.ended || items.join() === told) return false;
+      told = items.join();
+      fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
+                                        body: JSON.stringify({ items }) }).catch(() => {});
+      return true;
     };
     observer = new IntersectionObserver((entries) => {
       for (const e of entries) {
@@ -189,7 +195,7 @@ enum GridPage {
       }
       // At once, then at most every 100 ms while the user scrolls.
       if (timer) { pending = true; return; }
-      sendFocus();
+      if (!sendFocus()) return;
       timer = setTimeout(function next() {
         if (pending) { pending = false; sendFocus(); timer = setTimeout(next, 100); } else timer = 0;
       }, 100);
