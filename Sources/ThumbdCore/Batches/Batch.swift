@@ -42,6 +42,15 @@ public final class Batch: Sendable {
             for urgency in urgencies { if focused { urgency.focus() } else { urgency.unfocus() } }
         }
 
+        /// Queued again (taken up after a cancel, or yielding to a new screen): what its last
+        /// download said is forgotten.
+        mutating func requeue() {
+            state = .queued
+            lastProgress = nil
+            knewTotal = false
+            arrived = nil
+        }
+
         /// It no longer waits on its jobs (finished, cancelled): its focus leaves them.
         mutating func detach() {
             if focused { for urgency in urgencies { urgency.unfocus() } }
@@ -258,19 +267,14 @@ public final class Batch: Sendable {
                         item.detach()
                         item.job = nil
                         item.observer = nil
-                        item.state = .queued
-                        item.lastProgress = nil
-                        item.knewTotal = false
-                        item.arrived = nil
+                        item.requeue()
                         state.deferred.insert(index)
                     }
                 }
                 if !item.isTerminal { item.setFocused(onScreen) } else { item.focused = onScreen }
                 if onScreen, item.cancelledOffscreen, state.finishedAt == nil {
                     item.cancelledOffscreen = false
-                    item.state = .queued
-                    item.lastProgress = nil
-                    item.knewTotal = false
+                    item.requeue()
                     state.cancelled -= 1
                     change.back.append(index)
                 }

@@ -60,8 +60,7 @@ final class BatchRegistry: Sendable {
         let journal = body.map { _ in BatchJournal.new(id: id, store: source.store) }
         let batch = Batch(id: id, items: request.items,
                           progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
-                          cancelOffscreen: request.cancelOffscreen,
-                          yieldsOffscreen: !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0, journal: journal)
+                          cancelOffscreen: request.cancelOffscreen, yieldsOffscreen: yieldsOffscreen(request), journal: journal)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
             guard batches.values.filter({ !$0.isFinished }).count < configuration.maxOpen else { return false }
@@ -170,7 +169,7 @@ final class BatchRegistry: Sendable {
             let batch = Batch(id: journal.id, items: request.items,
                               progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
                               cancelOffscreen: request.cancelOffscreen,
-                              yieldsOffscreen: !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0,
+                              yieldsOffscreen: yieldsOffscreen(request),
                               journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),
                               started: .now - .seconds(max(0, now - journal.createdAt)))
             batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
@@ -202,6 +201,12 @@ final class BatchRegistry: Sendable {
     func cancel(_ batch: Batch) {
         let lookup = Lookup(source: source, variants: variants)
         for ticket in batch.cancel() { lookup.leave(ticket) }
+    }
+
+    /// Whether a batch's items that leave the screen early give way to the new one: with
+    /// screen first (a focus, and `batches.screenFirstMilliseconds` above 0).
+    private func yieldsOffscreen(_ request: BatchRequest) -> Bool {
+        !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0
     }
 
     /// `POST /batches/<id>/focus`: these items are on screen now. Their jobs go to the head

@@ -15,8 +15,6 @@ final class ResizeJob: CoalescedJob {
         var task: ResizeLane.Task?
         /// Its place among the waiters of its original's download, while that runs.
         var original: FetchCoalescer.Ticket?
-        /// Leaves that download (set with the ticket).
-        var leaveOriginal: (@Sendable (FetchCoalescer.Ticket) -> Void)?
         /// A waiter wants a preview made from the same decode (a batch with previews).
         var wantsPreview = false
         /// A batch waits for it: when the lane's queue is full it waits for room rather than
@@ -36,37 +34,32 @@ final class ResizeJob: CoalescedJob {
         urgency = Urgency(priority)
     }
 
-    /// The last waiter left.
-    /// Nobody waits any more: a queued resize is not started, a running one stops, and
-    /// the original's download is left (aborted if nobody else waits for it either).
-    func abandon() {
-        let (task, original, leave) = state.withLock { state in
+    /// The last waiter left: a queued resize is not started, a running one stops. Returns
+    /// its place among the waiters of its original's download, for the caller to leave
+    /// (aborted if nobody else waits for it either).
+    func abandon() -> FetchCoalescer.Ticket? {
+        let (task, original) = state.withLock { state in
             state.abandoned = true
-            defer { state.original = nil; state.leaveOriginal = nil }
-            return (state.task, state.original, state.leaveOriginal)
+            defer { state.original = nil }
+            return (state.task, state.original)
         }
         task?.cancel()
-        if let original, let leave { leave(original) }
+        return original
     }
 
-    /// It waits for its original's download with `ticket`; left if the resize is abandoned
-    /// first. Returns false (and leaves at once) when it already was.
-    func waitOnOriginal(_ ticket: FetchCoalescer.Ticket, leave: @escaping @Sendable (FetchCoalescer.Ticket) -> Void) {
-        let abandoned = state.withLock { state -> Bool in
-            guard !state.abandoned else { return true }
+    /// It waits for its original's download with `ticket`, which `abandon` hands back.
+    /// False when it was abandoned already: the caller leaves the download at once.
+    func waitOnOriginal(_ ticket: FetchCoalescer.Ticket) -> Bool {
+        state.withLock { state in
+            guard !state.abandoned else { return false }
             state.original = ticket
-            state.leaveOriginal = leave
-            return false
+            return true
         }
-        if abandoned { leave(ticket) }
     }
 
     /// The original has come (or failed): there is no download left to leave.
     func originalArrived() {
-        state.withLock { state in
-            state.original = nil
-            state.leaveOriginal = nil
-        }
+        state.withLock { $0.original = nil }
     }
 
     var isAbandoned: Bool { state.withLock { $0.abandoned } }
@@ -180,9 +173,7 @@ final class VariantSource: Sendable {
             case .failure(let error): flights.complete(key: key, job: job, with: .failure(error))
             }
         }
-        if fetch.ready == nil {
-            job.waitOnOriginal(fetch.ticket) { [source] ticket in source.leave(ticket) }
-        }
+        if fetch.ready == nil, !job.waitOnOriginal(fetch.ticket) { source.leave(fetch.ticket) }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
@@ -196,7 +187,7 @@ final class VariantSource: Sendable {
 
     /// A waiter is gone; the last one abandons the resize.
     func leave(_ ticket: Coalescer<ResizeJob>.Ticket) {
-        flights.leave(ticket)?.abandon()
+        if let original = flights.leave(ticket)?.abandon() { source.leave(original) }
     }
 
     /// On the processing stage: the variant of a current `original`. A stale variant made
