@@ -541,23 +541,21 @@ def report(results, cpu, total_bytes, download, decode):
     print()
     print("thumbd CPU per tile, cold page (fetch, check, store, resize, encode): %.1f ms (median of %d)" % (
         statistics.median(cpu) * 1000, len(cpu)))
-    post = m("page cold", "post")
-    floor = post + download + decode
-    print()
-    print("The floor of the page's cold first screen, measured here: the page posts its batch at %.2f s (loaded, "
-          "URLs pasted); one 4000x3000 original takes %.2f s to arrive over one connection; libvips makes its tile in "
-          "%.0f ms of CPU. No first screen holding such a photo can come before %.2f s: %.2f of the direct page's "
-          "first screen." % (post, download, decode * 1000, floor, floor / m("direct", "first")))
-    focus = [row["focus"] for row in results["page cold, scrolled"] if row["focus"] is not None]
-    if focus:
-        named = statistics.median(focus)
+    def floor_line(screen, when, named, direct):
+        """No screen holding a 4000x3000 photo can come before `named` (when the page asks for
+        it) + one original's download + its tile's CPU."""
         floor = named + download + decode
         print()
-        print("The floor of the scrolled page's bottom screen, measured here: the page names the bottom screen to "
-              "thumbd at %.2f s (scrolled at once); one 4000x3000 original takes %.2f s to arrive and libvips makes "
-              "its tile in %.0f ms of CPU, so no bottom screen holding such a photo can come before %.2f s: %.2f of "
-              "the direct page's bottom screen." % (named, download, decode * 1000, floor, floor / m("direct, scrolled", "bottom")))
+        print("The floor of the %s, measured here: %s at %.2f s; one 4000x3000 original takes %.2f s to arrive over one "
+              "connection; libvips makes its tile in %.0f ms of CPU. No such screen can come before "
+              "%.2f s: %.2f of the direct page's." % (screen, when, named, download, decode * 1000, floor, floor / direct))
 
+    floor_line("page's cold first screen", "the page posts its batch (loaded, URLs pasted)", m("page cold", "post"),
+               m("direct", "first"))
+    focus = [row["focus"] for row in results["page cold, scrolled"] if row["focus"] is not None]
+    if focus:
+        floor_line("scrolled page's bottom screen", "the page names the bottom screen to thumbd (scrolled at once)",
+                   statistics.median(focus), m("direct, scrolled", "bottom"))
 
 if __name__ == "__main__":
     main()
