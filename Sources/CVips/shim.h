@@ -15,6 +15,7 @@ enum { THUMBD_LOAD_JPEG = 0, THUMBD_LOAD_PNG = 1, THUMBD_LOAD_GIF = 2, THUMBD_LO
 
 static const char *const thumbd_vips_loader_names[] = {
     "jpegload_buffer", "pngload_buffer", "gifload_buffer", "webpload_buffer", "heifload_buffer", "tiffload_buffer",
+    "jpegload_source",  /* a JPEG decoded while it downloads (thumbd_vips_load_jpeg_source) */
 };
 
 /// vips_init once per process with only the modules in `home` (NULL: libvips's own
@@ -42,6 +43,43 @@ static inline int thumbd_vips_start(int threads, const char *home) {
         if (type != 0) vips_operation_block_set(g_type_name(type), FALSE);
     }
     return 0;
+}
+
+/// What reads a streamed source's bytes: copies at most `length` into `buffer`, blocking
+/// until some have arrived; returns how many, 0 at their end, -1 when they failed.
+typedef gint64 (*thumbd_read_fn)(void *context, void *buffer, gint64 length);
+
+typedef struct {
+    thumbd_read_fn read;
+    void *context;
+} thumbd_vips_reader;
+
+static gint64 thumbd_vips_on_read(VipsSourceCustom *source, void *buffer, gint64 length, void *user) {
+    (void)source;
+    thumbd_vips_reader *reader = user;
+    return reader->read(reader->context, buffer, length);
+}
+
+/// A source whose bytes `read` gives as they arrive (no seek: a pipe to libvips). The
+/// caller owns the one reference (thumbd_vips_source_free) and keeps `context` alive while
+/// any image made from the source may still read.
+static inline VipsSource *thumbd_vips_source_new(thumbd_read_fn read, void *context) {
+    VipsSourceCustom *source = vips_source_custom_new();
+    if (source == NULL) return NULL;
+    thumbd_vips_reader *reader = g_new(thumbd_vips_reader, 1);
+    reader->read = read;
+    reader->context = context;
+    g_signal_connect_data(source, "read", G_CALLBACK(thumbd_vips_on_read), reader, (GClosureNotify)g_free, 0);
+    return VIPS_SOURCE(source);
+}
+
+static inline void thumbd_vips_source_free(VipsSource *source) { g_object_unref(source); }
+
+/// A JPEG read from `source` as thumbd_vips_load reads one from memory: sequential, libjpeg's
+/// `shrink`, and a truncated or corrupt body fails.
+static inline int thumbd_vips_load_jpeg_source(VipsSource *source, int shrink, VipsImage **out) {
+    return vips_jpegload_source(source, out, "shrink", shrink > 1 ? shrink : 1, "access", VIPS_ACCESS_SEQUENTIAL,
+                                "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
 }
 
 /// Whether the loader of `format` exists in this libvips (HEIF is a module).

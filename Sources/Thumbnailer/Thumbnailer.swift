@@ -119,10 +119,34 @@ public final class Thumbnailer: Sendable {
     public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
-        let spec = plan.spec
         let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
             body.withUnsafeBytes { thumbd_vips_load(plan.source.source.code, $0.baseAddress, $0.count, Int32(plan.loadShrink), &out) }
         }
+        return try make(from: loaded, plan, control: control, preview: preview)
+    }
+
+    /// The thumbnail of a JPEG still downloading: the same steps as `thumbnail(of:…)`, with
+    /// the decoder reading `feed` as its bytes arrive (it waits when it has caught up), so
+    /// that the decode is done soon after the last byte instead of starting then. `plan`
+    /// comes from the header of the feed's first bytes. The result is the one the whole body
+    /// would give. A feed that fails fails the decode (`notAnImage`); a cancel must end the
+    /// feed too, or a decode waiting for bytes would wait for them.
+    public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
+                          preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
+        if control.isCancelled { throw .cancelled }
+        guard plan.source.source == .jpeg, let source = FeedSource(feed) else { throw .unsupportedFormat }
+        return try withExtendedLifetime(source) { () throws(ThumbnailerError) -> Thumbnail in
+            let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
+                thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)
+            }
+            return try make(from: loaded, plan, control: control, preview: preview)
+        }
+    }
+
+    /// From the loaded (not yet decoded) image: crop, resize, decode, preview, encode.
+    private func make(from loaded: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl,
+                      preview: ((Thumbnail) -> Void)?) throws(ThumbnailerError) -> Thumbnail {
+        let spec = plan.spec
         var image = loaded
         if let aspect = plan.cropAspect, let crop = ThumbnailPlan.centreCrop(of: (loaded.width, loaded.height), aspect: aspect) {
             image = try VipsImageHandle(else: { .resizeRefused($0) }) {
