@@ -6,6 +6,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /png/NAME.png?size=N                             a real 8x8 PNG padded to N bytes
     /garbage.png                                     a PNG signature followed by noise
     /file/NAME                                       what the test stored with PUT /__put/NAME
+    /file/NAME?chunk=B&every=MS&cut=N                 the same, B bytes every MS ms; with cut, the
+                                                     connection closes after N bytes (a download cut short)
     /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML
@@ -212,6 +214,26 @@ class Handler(BaseHTTPRequestHandler):
             if body is None:
                 return self.send(404, b"no such file\n", "text/plain")
             if "delay" in q and not self.wait(int(q["delay"]) / 1000.0, path):
+                return
+            if "chunk" in q:
+                chunk, every = int(q["chunk"]), int(q.get("every", "10")) / 1000.0
+                end = int(q.get("cut", len(body)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(0, end, chunk):
+                        self.wfile.write(body[i:min(end, i + chunk)])
+                        self.wfile.flush()
+                        if not self.wait(every, path):
+                            return
+                except OSError:
+                    count(ABORTED, path)
+                    return
+                if end < len(body):
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
                 return
             return self.send(200, body, "application/octet-stream", extra)
         if path.startswith("/status/"):

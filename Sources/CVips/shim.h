@@ -15,6 +15,7 @@ enum { THUMBD_LOAD_JPEG = 0, THUMBD_LOAD_PNG = 1, THUMBD_LOAD_GIF = 2, THUMBD_LO
 
 static const char *const thumbd_vips_loader_names[] = {
     "jpegload_buffer", "pngload_buffer", "gifload_buffer", "webpload_buffer", "heifload_buffer", "tiffload_buffer",
+    "jpegload_source",  /* a JPEG decoded while it downloads (thumbd_vips_load_jpeg_source) */
 };
 
 /// vips_init once per process with only the modules in `home` (NULL: libvips's own
@@ -42,6 +43,43 @@ static inline int thumbd_vips_start(int threads, const char *home) {
         if (type != 0) vips_operation_block_set(g_type_name(type), FALSE);
     }
     return 0;
+}
+
+/// What reads a streamed source's bytes: copies at most `length` into `buffer`, blocking
+/// until some have arrived; returns how many, 0 at their end, -1 when they failed.
+typedef gint64 (*thumbd_read_fn)(void *context, void *buffer, gint64 length);
+
+typedef struct {
+    thumbd_read_fn read;
+    void *context;
+} thumbd_vips_reader;
+
+static gint64 thumbd_vips_on_read(VipsSourceCustom *source, void *buffer, gint64 length, void *user) {
+    (void)source;
+    thumbd_vips_reader *reader = user;
+    return reader->read(reader->context, buffer, length);
+}
+
+/// A source whose bytes `read` gives as they arrive (no seek: a pipe to libvips). The
+/// caller owns the one reference (thumbd_vips_source_free) and keeps `context` alive while
+/// any image made from the source may still read.
+static inline VipsSource *thumbd_vips_source_new(thumbd_read_fn read, void *context) {
+    VipsSourceCustom *source = vips_source_custom_new();
+    if (source == NULL) return NULL;
+    thumbd_vips_reader *reader = g_new(thumbd_vips_reader, 1);
+    reader->read = read;
+    reader->context = context;
+    g_signal_connect_data(source, "read", G_CALLBACK(thumbd_vips_on_read), reader, (GClosureNotify)g_free, 0);
+    return VIPS_SOURCE(source);
+}
+
+static inline void thumbd_vips_source_free(VipsSource *source) { g_object_unref(source); }
+
+/// A JPEG read from `source` as thumbd_vips_load reads one from memory: sequential, libjpeg's
+/// `shrink`, and a truncated or corrupt body fails.
+static inline int thumbd_vips_load_jpeg_source(VipsSource *source, int shrink, VipsImage **out) {
+    return vips_jpegload_source(source, out, "shrink", shrink > 1 ? shrink : 1, "access", VIPS_ACCESS_SEQUENTIAL,
+                                "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
 }
 
 /// Whether the loader of `format` exists in this libvips (HEIF is a module).
@@ -218,6 +256,49 @@ static inline void thumbd_vips_watch(VipsImage *image, thumbd_vips_control *cont
     vips_image_set_progress(image, TRUE);
     g_signal_connect_data(image, "eval", G_CALLBACK(thumbd_vips_on_eval), g_atomic_rc_box_acquire(control),
                           thumbd_vips_release_control, (GConnectFlags)0);
+}
+
+/// Like thumbd_vips_materialize, but computed in the calling thread, strip by strip, with no
+/// libvips worker: the work runs at the caller's priority (libvips's shared workers are
+/// lowered for the untrusted lane, and a thread cannot raise its priority back). `control`
+/// is checked between strips: cancelled or past its deadline, it fails.
+static inline int thumbd_vips_materialize_here(VipsImage *in, thumbd_vips_control *control, VipsImage **out) {
+    int width = vips_image_get_width(in), height = vips_image_get_height(in);
+    size_t line = VIPS_IMAGE_SIZEOF_LINE(in);
+    VipsRegion *region = vips_region_new(in);
+    if (region == NULL) return -1;
+    guchar *pixels = g_try_malloc(line * (size_t)height);
+    if (pixels == NULL) {
+        g_object_unref(region);
+        vips_error("thumbd", "out of memory");
+        return -1;
+    }
+    const int strip = 16;
+    for (int top = 0; top < height; top += strip) {
+        if (thumbd_vips_control_cancelled(control) || thumbd_vips_control_expired(control)) {
+            g_object_unref(region);
+            g_free(pixels);
+            vips_error("thumbd", "stopped");
+            return -1;
+        }
+        VipsRect rows = {0, top, width, height - top < strip ? height - top : strip};
+        if (vips_region_prepare(region, &rows) != 0) {
+            g_object_unref(region);
+            g_free(pixels);
+            return -1;
+        }
+        for (int y = rows.top; y < rows.top + rows.height; y++)
+            memcpy(pixels + line * (size_t)y, VIPS_REGION_ADDR(region, 0, y), line);
+    }
+    g_object_unref(region);
+    VipsImage *bare = vips_image_new_from_memory(pixels, line * (size_t)height, width, height,
+                                                 vips_image_get_bands(in), vips_image_get_format(in));
+    if (bare == NULL) { g_free(pixels); return -1; }
+    g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);  // the pixels live as long as the image
+    int rc = vips_copy(bare, out, "interpretation", vips_image_get_bands(in) >= 3 ? VIPS_INTERPRETATION_sRGB
+                                                                                : VIPS_INTERPRETATION_B_W, NULL);
+    g_object_unref(bare);
+    return rc;
 }
 
 enum { THUMBD_JPEG = 0, THUMBD_PNG = 1, THUMBD_WEBP = 2, THUMBD_AVIF = 3 };

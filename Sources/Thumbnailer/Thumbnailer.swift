@@ -119,10 +119,38 @@ public final class Thumbnailer: Sendable {
     public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
-        let spec = plan.spec
         let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
             body.withUnsafeBytes { thumbd_vips_load(plan.source.source.code, $0.baseAddress, $0.count, Int32(plan.loadShrink), &out) }
         }
+        return try make(from: loaded, plan, control: control, preview: preview)
+    }
+
+    /// The thumbnail of a JPEG still downloading: the same steps as `thumbnail(of:…)`, with
+    /// the decoder reading `feed` as its bytes arrive (it waits when it has caught up), so
+    /// that the decode is done soon after the last byte instead of starting then. `plan`
+    /// comes from the header of the feed's first bytes. The result is the one the whole body
+    /// would give. A feed that fails fails the decode (`notAnImage`); a cancel must end the
+    /// feed too, or a decode waiting for bytes would wait for them.
+    ///
+    /// The decode runs in the calling thread (no libvips worker), at its priority: the
+    /// caller chooses it. Only the small encode uses libvips's workers.
+    public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
+                          preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
+        if control.isCancelled { throw .cancelled }
+        guard plan.source.source == .jpeg, let source = FeedSource(feed) else { throw .unsupportedFormat }
+        return try withExtendedLifetime(source) { () throws(ThumbnailerError) -> Thumbnail in
+            let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
+                thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)
+            }
+            return try make(from: loaded, plan, control: control, inThisThread: true, preview: preview)
+        }
+    }
+
+    /// From the loaded (not yet decoded) image: crop, resize, decode, preview, encode. The
+    /// decode runs on libvips's workers, or `inThisThread`.
+    private func make(from loaded: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl, inThisThread: Bool = false,
+                      preview: ((Thumbnail) -> Void)?) throws(ThumbnailerError) -> Thumbnail {
+        let spec = plan.spec
         var image = loaded
         if let aspect = plan.cropAspect, let crop = ThumbnailPlan.centreCrop(of: (loaded.width, loaded.height), aspect: aspect) {
             image = try VipsImageHandle(else: { .resizeRefused($0) }) {
@@ -139,10 +167,17 @@ public final class Thumbnailer: Sendable {
             thumbd_vips_resize(image.raw, Int32(plan.box.width), Int32(plan.box.height), Int32(size.rawValue),
                                Int32(interesting.rawValue), &$0)
         }
-        // The decoder runs here, tile by tile, under the control.
-        control.watch(resized.raw)
-        var final = try VipsImageHandle(else: { control.failure(otherwise: .notAnImage($0)) }) {
-            thumbd_vips_materialize(resized.raw, &$0)
+        // The decoder runs here, tile by tile (or strip by strip), under the control.
+        var final: VipsImageHandle
+        if inThisThread {
+            final = try VipsImageHandle(else: { control.failure(otherwise: .notAnImage($0)) }) {
+                thumbd_vips_materialize_here(resized.raw, control.raw, &$0)
+            }
+        } else {
+            control.watch(resized.raw)
+            final = try VipsImageHandle(else: { control.failure(otherwise: .notAnImage($0)) }) {
+                thumbd_vips_materialize(resized.raw, &$0)
+            }
         }
         switch plan.finish {
         case .pad where final.width != plan.box.width || final.height != plan.box.height:

@@ -50,6 +50,13 @@ public struct FetchProgress: Sendable, Equatable {
     public var total: Int64?
 }
 
+/// What a body observer of a fetch hears: the body's bytes as they arrive (valid only during
+/// the call), then its end, whole (`true`) or not.
+public enum BodyEvent {
+    case bytes(UnsafeRawBufferPointer)
+    case end(whole: Bool)
+}
+
 /// One upstream fetch as the rest of thumbd sees it: a URL, a priority that can only rise,
 /// observable progress, and one completion. Shared between the submitting thread and the
 /// transfer loop; every mutable part sits behind a lock.
@@ -71,7 +78,12 @@ public final class FetchJob: Sendable {
         var completed = false
         var observers: [UInt64: @Sendable (FetchProgress) -> Void] = [:]
         var nextObserver: UInt64 = 0
+        /// Who reads the body as it arrives (a resize decoding it while it downloads).
+        var bodyObservers: [UInt64: @Sendable (BodyEvent) -> Void] = [:]
     }
+    /// Whether anybody reads the body as it arrives: read on every write of the body, so
+    /// that a fetch nobody taps takes no lock there.
+    private let tapped = Atomic<Bool>(false)
 
     public init(
         url: String, host: String, priority: Priority, validators: Validators? = nil,
@@ -108,6 +120,43 @@ public final class FetchJob: Sendable {
         state.withLock { _ = $0.observers.removeValue(forKey: token) }
     }
 
+    /// Adds a reader of the body as it arrives, from the next bytes on; nil once the fetch
+    /// has completed or its body has begun (the reader would miss its start).
+    public func observeBody(_ observer: @escaping @Sendable (BodyEvent) -> Void) -> UInt64? {
+        state.withLock { state -> UInt64? in
+            guard !state.completed, state.progress.received == 0, !bodyStarted.load(ordering: .acquiring) else { return nil }
+            state.nextObserver += 1
+            state.bodyObservers[state.nextObserver] = observer
+            tapped.store(true, ordering: .releasing)
+            return state.nextObserver
+        }
+    }
+
+    /// Whether the transfer has handed over body bytes yet.
+    private let bodyStarted = Atomic<Bool>(false)
+
+    /// On the transfer loop: bytes of the body, in order.
+    func publishBody(_ bytes: UnsafeRawBufferPointer) {
+        if !bodyStarted.load(ordering: .acquiring) {
+            // Under the lock: a reader added before sees these bytes, one added after is refused.
+            state.withLock { _ in bodyStarted.store(true, ordering: .releasing) }
+        }
+        guard tapped.load(ordering: .acquiring) else { return }
+        let observers = state.withLock { Array($0.bodyObservers.values) }
+        for observer in observers { observer(.bytes(bytes)) }
+    }
+
+    /// The body's readers hear its end and are let go (`whole`: every byte came, and the
+    /// fetch succeeded). Also when a transfer starts over: they would see its bytes twice.
+    func endBody(whole: Bool) {
+        guard tapped.load(ordering: .acquiring) else { return }
+        let observers = state.withLock { state in
+            defer { state.bodyObservers = [:] }
+            return Array(state.bodyObservers.values)
+        }
+        for observer in observers { observer(.end(whole: whole)) }
+    }
+
     func publishProgress(_ progress: FetchProgress) {
         let observers = state.withLock { state in
             state.progress = progress
@@ -123,6 +172,8 @@ public final class FetchJob: Sendable {
             defer { state.completed = true }
             return !state.completed
         }
-        if first { onComplete(self, result) }
+        guard first else { return }
+        if case .success(let response) = result { endBody(whole: response.status == 200) } else { endBody(whole: false) }
+        onComplete(self, result)
     }
 }

@@ -135,7 +135,9 @@ final class Transfer {
             if body.count == 0, let length = headers.contentLength, length <= configuration.maxObjectBytes {
                 body.reserve(length)
             }
-            body.append(UnsafeRawBufferPointer(start: data, count: count))
+            let bytes = UnsafeRawBufferPointer(start: data, count: count)
+            body.append(bytes)
+            job.publishBody(bytes)
         }
         return count
     }

@@ -341,6 +341,7 @@ private final class LoopState: @unchecked Sendable {  // handed to the loop thre
                 running.removeValue(forKey: easy)
                 curl_multi_remove_handle(multi.handle, easy)
                 logger.debug("fetch.retry", metadata: ["upstream.url": "\(transfer.job.url)"])
+                transfer.job.endBody(whole: false)  // its readers would see the new attempt's bytes after the old's
                 start(transfer.job, isRetry: true)  // keeps its admission slot
                 continue
             }

@@ -18,6 +18,13 @@ public struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.maxQueued`: resizes that may wait for a worker; past it 503 `busy` with
     /// `Retry-After`.
     public var maxQueued = 64
+    /// `thumbnails.streams`: JPEG originals of a batch's on-screen items decoded while they
+    /// download, at once, each on a thread of its own that waits whenever it has caught up
+    /// with the bytes, at the daemon's own priority, within 8 MiB of estimated memory (0:
+    /// none; every resize then starts once its original is whole). A download is slower than
+    /// its decode, so a stream mostly waits: a screen of large photos is decoded while it
+    /// arrives instead of after. `/thumb` and off-screen items never stream.
+    public var streams = 16
     /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
     /// estimate made from each image's header before it is decoded. A resize waits until its
     /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
@@ -43,6 +50,7 @@ public struct ThumbnailConfiguration: Sendable {
         timeLimitSeconds = try r.double("timeLimitSeconds", timeLimitSeconds)
         workers = try r.int("workers", workers)
         maxQueued = try r.int("maxQueued", maxQueued)
+        streams = try r.int("streams", streams)
         maxMemoryBytes = try r.int("maxMemoryBytes", maxMemoryBytes)
         maxAVIFPixels = try r.int("maxAvifPixels", maxAVIFPixels)
         let formats = r.strings("autoFormats", autoFormats.map(\.rawValue))
@@ -61,6 +69,7 @@ public struct ThumbnailConfiguration: Sendable {
         try require(timeLimitSeconds > 0, "thumbnails.timeLimitSeconds", "must be positive")
         try require(workers >= 1, "thumbnails.workers", "must be at least 1")
         try require(maxQueued >= 0, "thumbnails.maxQueued", "must not be negative")
+        try require(streams >= 0, "thumbnails.streams", "must not be negative")
         try require(maxMemoryBytes >= 16 << 20, "thumbnails.maxMemoryBytes", "must be at least 16777216 (16 MiB)")
         try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAvifPixels", "must be at least 4096")
         try require(!autoFormats.isEmpty, "thumbnails.autoFormats", "must name at least one of jpeg, webp, avif")

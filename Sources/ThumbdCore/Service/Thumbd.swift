@@ -76,6 +76,9 @@ public final class Thumbd: Service, Sendable {
     /// Thumbnails made (resizes run) since start.
     public var thumbnailsMade: Int { parts.variants.resizes }
 
+    /// Of those, the ones decoded while their original downloaded.
+    public var thumbnailsStreamed: Int { parts.variants.streamed }
+
     /// Resizes the lane has started since start, and those running now.
     public var resizesStarted: Int { parts.variants.lane.load.started }
     public var resizesRunning: Int { parts.variants.lane.load.running }
@@ -145,7 +148,8 @@ public final class Thumbd: Service, Sendable {
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
-                                     autoFormats: configuration.thumbnails.autoFormats, logger: logger)
+                                     autoFormats: configuration.thumbnails.autoFormats,
+                                     streams: configuration.thumbnails.streams, logger: logger)
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)

@@ -24,6 +24,8 @@ final class ResizeJob: CoalescedJob {
         /// The preview once made (a data URI), and who waits for it.
         var preview: String?
         var previewObservers: [@Sendable (String) -> Void] = []
+        /// Its original decoded while it downloads, when that could start.
+        var stream: StreamedDecode?
     }
 
     private let state = Mutex(State())
@@ -34,17 +36,25 @@ final class ResizeJob: CoalescedJob {
         urgency = Urgency(priority)
     }
 
-    /// The last waiter left: a queued resize is not started, a running one stops. Returns
-    /// its place among the waiters of its original's download, for the caller to leave
-    /// (aborted if nobody else waits for it either).
+    /// The last waiter left: a queued resize is not started, a running one stops, a decode
+    /// reading the download stops. Returns its place among the waiters of its original's
+    /// download, for the caller to leave (aborted if nobody else waits for it either).
     func abandon() -> FetchCoalescer.Ticket? {
-        let (task, original) = state.withLock { state in
+        let (task, original, stream) = state.withLock { state in
             state.abandoned = true
             defer { state.original = nil }
-            return (state.task, state.original)
+            return (state.task, state.original, state.stream)
         }
         task?.cancel()
+        stream?.stop()
         return original
+    }
+
+    /// The decode that reads the original as it downloads (set once, before the download's
+    /// body begins).
+    var stream: StreamedDecode? {
+        get { state.withLock { $0.stream } }
+        set { state.withLock { $0.stream = newValue } }
     }
 
     /// It waits for its original's download with `ticket`, which `abandon` hands back.
@@ -113,14 +123,18 @@ final class VariantSource: Sendable {
     let lane: ResizeLane
     let flights = Coalescer<ResizeJob>(abortWhenAbandoned: true)
     private let resizeCount = Atomic<Int>(0)
+    private let streamedCount = Atomic<Int>(0)
     private let logger: Logger
+    /// Decodes of originals while they download (nil: none, `thumbnails.streams` is 0).
+    let streams: StreamedDecode.Slots?
 
     /// What `format=auto` may answer, most preferred first (`thumbnails.autoFormats`, less
     /// AVIF where this libvips cannot encode it).
     let autoFormats: [ImageFormat]
 
     init(source: ObjectSource, thumbnailer: Thumbnailer, lane: ResizeLane, autoFormats: [ImageFormat] = ThumbnailConfiguration().autoFormats,
-         logger: Logger) {
+         streams: Int = ThumbnailConfiguration().streams, logger: Logger) {
+        self.streams = streams > 0 ? StreamedDecode.Slots(limit: streams) : nil
         self.autoFormats = autoFormats.filter { $0 != .avif || thumbnailer.canEncodeAVIF }
         self.source = source
         defer { lane.onRoom { [weak self] in self?.unpark() } }
@@ -131,6 +145,9 @@ final class VariantSource: Sendable {
 
     /// Thumbnails made since start.
     var resizes: Int { resizeCount.load(ordering: .relaxed) }
+
+    /// Of those, the ones decoded while their original downloaded.
+    var streamed: Int { streamedCount.load(ordering: .relaxed) }
 
     /// Joins (or starts) the making of `variant` of `destination`. With the `stale` stored
     /// variant, an original that turns out unchanged (revalidated, or the same bytes)
@@ -174,6 +191,15 @@ final class VariantSource: Sendable {
             }
         }
         if fetch.ready == nil, !job.waitOnOriginal(fetch.ticket) { source.leave(fetch.ticket) }
+        if fetch.ready == nil, let slots = streams, let download = fetch.flight {
+            let stream = StreamedDecode(
+                thumbnailer: thumbnailer, slots: slots,
+                timeLimit: lane.configuration.timeLimit, stage: source.stage,
+                eligible: { [urgency = job.urgency] in urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
+            ) { [self] header in try plan(variant, of: header) }
+            job.stream = stream
+            if !stream.tap(download) { job.stream = nil }
+        }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
@@ -216,9 +242,35 @@ final class VariantSource: Sendable {
         do {
             plan = try self.plan(variant, of: thumbnailer.header(of: original.body))
         } catch {
+            job.stream?.stop()
             flights.complete(key: key, job: job, with: .failure(ThumbdError(error)))
             return
         }
+        // Decoded while it downloaded, for this very plan: its outcome is the resize's; the
+        // lane makes it only when that failed.
+        if let stream = job.stream, stream.result(for: plan, { [self] outcome in
+            switch outcome {
+            case .made(let made, let preview):
+                streamedCount.add(1, ordering: .relaxed)
+                if let preview, let uri = Previews.dataURI(preview) { job.publishPreview(uri) }
+                deliver(made, preview: preview, of: original, key: key, job: job, started: nil)
+            case .failed:
+                source.stage.submit { [self] in
+                    enqueue(original, plan, variant: variant, destination: destination, key: key, stale: stale, job: job,
+                            requestID: requestID)
+                }
+            }
+        }) {
+            return
+        }
+        job.stream?.stop()
+        enqueue(original, plan, variant: variant, destination: destination, key: key, stale: stale, job: job, requestID: requestID)
+    }
+
+    /// Into the lane (or parked, for a batch, when its queue is full).
+    private func enqueue(_ original: CachedObject, _ plan: ThumbnailPlan, variant: Variant, destination: DestinationPolicy.Destination,
+                         key: String, stale: CachedObject?, job: ResizeJob, requestID: String?) {
+        guard !job.isAbandoned else { return }
         let task = lane.submit(cost: plan.estimatedBytes, urgency: job.urgency) { [self] control in
             resize(original, plan, control: control, key: key, job: job, requestID: requestID)
         } dropped: { [flights] error in
@@ -336,16 +388,26 @@ final class VariantSource: Sendable {
             flights.complete(key: key, job: job, with: .failure(refusal))
             return
         }
+        guard !control.isCancelled else {
+            // Made after its waiters were answered 503 (the watchdog), or stopped by shutdown:
+            // dropped, not stored (the store may be closing).
+            resizeCount.add(1, ordering: .relaxed)
+            return
+        }
+        deliver(made, preview: preview.withLock { $0 }, of: original, key: key, job: job, started: resizeStarted)
+    }
+
+    /// A thumbnail made (in the lane, or while its original downloaded): every waiter is
+    /// answered, then it is stored with its preview.
+    private func deliver(_ made: Thumbnail, preview: Bytes?, of original: CachedObject, key: String, job: ResizeJob,
+                         started: ContinuousClock.Instant?) {
         resizeCount.add(1, ordering: .relaxed)
-        source.metrics.thumbnailMade(duration: ContinuousClock.now - resizeStarted)
-        // Made after its waiters were answered 503 (the watchdog), or stopped by shutdown:
-        // dropped, not stored (the store may be closing).
-        guard !control.isCancelled else { return }
+        if let started { source.metrics.thumbnailMade(duration: ContinuousClock.now - started) }
         let object = CachedObject(
             key: key, url: original.url, status: 200, contentType: made.format.mimeType, body: made.body,
             etag: ObjectSource.etag(of: made.body), upstreamETag: original.etag, lastModified: original.lastModified,
             fetchedAt: original.fetchedAt, expiresAt: original.expiresAt, graceSeconds: original.graceSeconds)
-        if let tiny = preview.withLock({ $0 }) { Previews.store(tiny, of: object, in: source.store) }
+        if let tiny = preview { Previews.store(tiny, of: object, in: source.store) }
         flights.complete(key: key, job: job, with: .success(object), keep: true)
         source.store.insert(object) { [flights] _ in flights.release(key: key, job: job) }
     }

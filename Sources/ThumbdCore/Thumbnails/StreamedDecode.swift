@@ -1,0 +1,288 @@
+import Foundation
+import Support
+import Synchronization
+import Thumbnailer
+import Upstream
+
+/// The JPEG original of an item a page shows on screen, decoded while it downloads, so that
+/// its tile is ready soon after the last byte instead of starting then (a screen of large
+/// originals arriving together would otherwise pile their decodes up after the downloads).
+///
+/// Only a batch's focused items stream (`eligible`, asked when the first bytes come): a
+/// batch comes from thumbd's own page, an allowed origin or a local client, never from a
+/// foreign page (`RequestGuard`), so this is the user's screen and not anybody's `<img>`.
+/// That is why it may run at the daemon's own priority, while the lane, which any page can
+/// fill through `/thumb`, runs lowered. The decode computes in its own thread
+/// (`Thumbnailer.thumbnail(streaming:)`): libvips's shared workers are lowered with the lane,
+/// and an unprivileged thread cannot raise a priority back.
+///
+/// It reads the fetch's body through a `ByteFeed`. Once the first bytes hold the header, it
+/// runs the same checks the whole body gets before any decode (the signature, the JPEG
+/// header's structure, libvips's header read, and the plan, which refuses what cannot be
+/// bounded), then decodes on a thread of its own (`thumbd-stream`) that waits whenever it
+/// has caught up with the download. At most `thumbnails.streams` run at once, each within
+/// `streamMaxBytes` of estimated memory; one without a slot waits for the next free one,
+/// keeping at most `waitingMaxBytes` of the body. A stream that cannot start (off screen, not
+/// a JPEG, a header past the first 256 KB, too costly, waited too long) does not, and the
+/// resize is made in the lane once the original is whole, as without it.
+///
+/// Its result is used only for the plan the whole body gives (`result(for:)`, after the
+/// body's own checks passed); any failure (a download cut short, a cancel, the time limit
+/// after the last byte) falls back to the lane.
+final class StreamedDecode: Sendable {
+    enum Outcome: Sendable {
+        case made(Thumbnail, preview: Bytes?)
+        case failed
+    }
+
+    private enum Phase {
+        case waitingForHeader
+        case checking
+        case waitingForSlot(ThumbnailPlan)
+        case decoding(ThumbnailPlan)
+        case finished(ThumbnailPlan, Outcome)
+        case off
+    }
+
+    private struct State {
+        var phase = Phase.waitingForHeader
+        var observers: [@Sendable (Outcome) -> Void] = []
+    }
+
+    /// The streams that may decode at once (`thumbnails.streams`), and those waiting for one
+    /// of them, oldest first: a stream that starts late catches up, as its bytes are kept.
+    final class Slots: Sendable {
+        let limit: Int
+        private struct State {
+            var running = 0
+            var waiting: [StreamedDecode] = []
+        }
+        private let state = Mutex(State())
+        init(limit: Int) { self.limit = limit }
+
+        /// A slot for `stream` now (true), or a place in the line (false).
+        func take(for stream: StreamedDecode) -> Bool {
+            state.withLock { state in
+                guard state.running < limit else {
+                    state.waiting.append(stream)
+                    return false
+                }
+                state.running += 1
+                return true
+            }
+        }
+
+        /// A decode ended: its slot goes to the oldest stream still waiting for one.
+        func give() {
+            while let next = state.withLock({ state -> StreamedDecode? in
+                guard !state.waiting.isEmpty else {
+                    state.running -= 1
+                    return nil
+                }
+                return state.waiting.removeFirst()
+            }) {
+                if next.slotGiven() { return }  // it runs in the slot; else the next one may
+            }
+        }
+
+        var inUse: Int { state.withLock { $0.running } }
+    }
+
+    /// The estimated memory one stream may hold (its plan's); larger ones are made in the lane.
+    static let streamMaxBytes = 8 << 20
+    /// The bytes a stream waiting for a slot may keep; past it, it gives up (the lane makes
+    /// the thumbnail from the whole body, which the download holds anyway).
+    static let waitingMaxBytes = 4 << 20
+
+    let feed = ByteFeed()
+    private let state = Mutex(State())
+    /// The decode's control: cancelled when the job is abandoned, or when the decode has not
+    /// finished `timeLimit` after the last byte.
+    private let control = ResizeControl(timeLimit: .seconds(24 * 3600))
+    private let planner: @Sendable (ImageHeader) throws -> ThumbnailPlan
+    private let thumbnailer: Thumbnailer
+    private let slots: Slots
+    private let timeLimit: Duration
+    private let wantsPreview: @Sendable () -> Bool
+    private let eligible: @Sendable () -> Bool
+    private let stage: ProcessingStage
+
+    init(thumbnailer: Thumbnailer, slots: Slots, timeLimit: Duration, stage: ProcessingStage,
+         eligible: @escaping @Sendable () -> Bool, wantsPreview: @escaping @Sendable () -> Bool,
+         planner: @escaping @Sendable (ImageHeader) throws -> ThumbnailPlan) {
+        self.thumbnailer = thumbnailer
+        self.eligible = eligible
+        self.slots = slots
+        self.timeLimit = timeLimit
+        self.stage = stage
+        self.wantsPreview = wantsPreview
+        self.planner = planner
+    }
+
+    /// Taps `job`'s body; false when it has begun already (the stream would miss its start).
+    func tap(_ job: FetchJob) -> Bool {
+        job.observeBody { [self] event in
+            switch event {
+            case .bytes(let bytes):
+                feed.append(bytes)
+                considerStarting()
+                if isWaitingForSlot, feed.unread > Self.waitingMaxBytes { stop() }
+            case .end(let whole):
+                feed.end(whole: whole)
+                if whole {
+                    // The tail is decoding now: bounded like any resize.
+                    DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit.dispatchInterval) { [self] in
+                        if isRunning { control.cancel() }
+                    }
+                } else {
+                    stop()
+                }
+            }
+        } != nil
+    }
+
+    /// Nobody waits for the resize any more, or the download failed: the decode stops.
+    func stop() {
+        let wasWaiting = state.withLock { state -> Bool in
+            switch state.phase {
+            case .waitingForHeader, .checking, .waitingForSlot:
+                state.phase = .off
+                return true
+            default:
+                return false
+            }
+        }
+        if !wasWaiting { control.cancel() }
+        feed.discard()
+    }
+
+    private var isWaitingForSlot: Bool { state.withLock { if case .waitingForSlot = $0.phase { true } else { false } } }
+
+    private var isRunning: Bool { state.withLock { if case .decoding = $0.phase { true } else { false } } }
+
+    /// On the transfer loop: once some bytes have come, the header is looked for on the
+    /// processing stage (never on the loop).
+    private func considerStarting() {
+        let check = state.withLock { state -> Bool in
+            guard case .waitingForHeader = state.phase else { return false }
+            state.phase = .checking
+            return true
+        }
+        guard check else { return }
+        guard eligible() else {
+            state.withLock { $0.phase = .off }
+            feed.discard()
+            return
+        }
+        stage.submit { [self] in start() }
+    }
+
+    /// On the processing stage: the checks, the plan, a slot, then the decode's thread.
+    private func start() {
+        let (head, received) = feed.start
+        let verdict = Self.plan(head: head, complete: received >= feed.headLimit, thumbnailer: thumbnailer, planner: planner)
+        let plan: ThumbnailPlan
+        switch verdict {
+        case .later:
+            state.withLock { if case .checking = $0.phase { $0.phase = .waitingForHeader } }
+            return
+        case .never:
+            state.withLock { $0.phase = .off }
+            feed.discard()
+            return
+        case .plan(let made):
+            plan = made
+        }
+        guard plan.estimatedBytes <= Self.streamMaxBytes else {
+            state.withLock { $0.phase = .off }
+            feed.discard()
+            return
+        }
+        let waiting = state.withLock { state -> Bool in
+            guard case .checking = state.phase else { return false }
+            state.phase = .waitingForSlot(plan)
+            return true
+        }
+        guard waiting, slots.take(for: self) else { return }
+        if !slotGiven() { slots.give() }
+    }
+
+    /// A slot is this stream's: it decodes in it (true), unless it no longer waits for one.
+    fileprivate func slotGiven() -> Bool {
+        let plan = state.withLock { state -> ThumbnailPlan? in
+            guard case .waitingForSlot(let plan) = state.phase else { return nil }
+            state.phase = .decoding(plan)
+            return plan
+        }
+        guard let plan else { return false }
+        run(plan)
+        return true
+    }
+
+    /// On a thread of its own: the decode, which waits whenever it has caught up with the bytes.
+    private func run(_ plan: ThumbnailPlan) {
+        let preview = wantsPreview()
+        let thread = Thread { [self] in
+            ThreadName.set("thumbd-stream")
+            let tiny = Mutex<Bytes?>(nil)
+            let outcome: Outcome
+            do {
+                let made = try thumbnailer.thumbnail(streaming: feed, plan, control: control,
+                                                     preview: preview ? { small in tiny.withLock { $0 = small.body } } : nil)
+                outcome = .made(made, preview: tiny.withLock { $0 })
+            } catch {
+                outcome = .failed
+            }
+            slots.give()
+            let observers = state.withLock { state -> [@Sendable (Outcome) -> Void] in
+                state.phase = .finished(plan, outcome)
+                defer { state.observers = [] }
+                return state.observers
+            }
+            for observer in observers { observer(outcome) }
+        }
+        thread.start()
+    }
+
+    private enum Verdict {
+        case later, never
+        case plan(ThumbnailPlan)
+    }
+
+    /// The checks the whole body will get, on its first bytes: a JPEG's signature, its
+    /// header's structure, libvips's header read, the plan. `complete`: no more bytes will be
+    /// looked at (the header did not fit in them).
+    private static func plan(head: Bytes, complete: Bool, thumbnailer: Thumbnailer,
+                             planner: (ImageHeader) throws -> ThumbnailPlan) -> Verdict {
+        guard head.count >= 64 else { return complete ? .never : .later }
+        guard let (format, type) = ImageSniffer.sniff(head.prefix(64)), format == .jpeg else { return .never }
+        guard head.withUnsafeBytes({ ImageHeaderCheck.dimensions(of: $0, contentType: type) }) != nil,
+              let header = try? thumbnailer.header(of: head, format: format) else {
+            return complete ? .never : .later
+        }
+        guard let plan = try? planner(header) else { return .never }
+        return .plan(plan)
+    }
+
+    /// The decode's outcome for `plan` (the whole body's), to `observer` once it is known;
+    /// false when no stream runs for that plan (the lane makes it).
+    func result(for plan: ThumbnailPlan, _ observer: @escaping @Sendable (Outcome) -> Void) -> Bool {
+        let finished = state.withLock { state -> Outcome?? in
+            switch state.phase {
+            case .decoding(let running) where running == plan:
+                state.observers.append(observer)
+                return .some(nil)
+            case .finished(let ran, let outcome) where ran == plan:
+                return .some(outcome)
+            case .waitingForHeader, .checking, .waitingForSlot:
+                state.phase = .off  // the lane makes it; a slot given later is passed on
+                return nil
+            default:
+                return nil
+            }
+        }
+        guard let finished else { return false }
+        if let outcome = finished { observer(outcome) }
+        return true
+    }
+}

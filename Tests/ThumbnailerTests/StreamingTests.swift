@@ -1,0 +1,121 @@
+import Foundation
+import Support
+import Testing
+@testable import Thumbnailer
+
+/// A JPEG decoded while its bytes arrive (`thumbnail(streaming:…)`), fed by another thread in
+/// small pieces with pauses, as a download feeds it.
+@Suite("Thumbnailer: decoding while the bytes arrive")
+struct StreamingTests {
+    static let thumbnailer = ThumbnailerTests.thumbnailer
+
+    /// Feeds `body` in pieces of `piece` bytes, pausing after every `every`, then ends the
+    /// feed (whole, or failed after `failAfter` bytes).
+    static func feed(_ body: Bytes, piece: Int = 8 << 10, every: Int = 16, failAfter: Int? = nil) -> ByteFeed {
+        let feed = ByteFeed()
+        let writer = Thread {
+            body.withUnsafeBytes { bytes in
+                var offset = 0
+                var pieces = 0
+                while offset < bytes.count {
+                    if let failAfter, offset >= failAfter {
+                        feed.end(whole: false)
+                        return
+                    }
+                    let end = min(bytes.count, offset + piece)
+                    feed.append(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
+                    offset = end
+                    pieces += 1
+                    if pieces % every == 0 { Thread.sleep(forTimeInterval: 0.002) }
+                }
+            }
+            feed.end(whole: true)
+        }
+        writer.start()
+        return feed
+    }
+
+    @Test("the same thumbnail as from the whole body, at every JPEG shrink", arguments: [(256, 256), (600, 400), (2000, 1500)])
+    func sameAsWhole(size: (Int, Int)) throws {
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        let spec = ThumbnailSpec(width: size.0, height: size.1, fit: .cover, format: .jpeg, quality: 80)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body), spec)
+        let whole = try Self.thumbnailer.thumbnail(of: body, plan, control: ResizeControl(timeLimit: .seconds(10)))
+        let streamed = try Self.thumbnailer.thumbnail(streaming: Self.feed(body), plan, control: ResizeControl(timeLimit: .seconds(10)))
+        #expect(streamed.width == whole.width && streamed.height == whole.height)
+        #expect(streamed.body == whole.body)
+    }
+
+    @Test("a feed that fails midway fails the decode, and one cut short does too")
+    func failedFeed() throws {
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
+                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        #expect(throws: ThumbnailerError.self) {
+            try Self.thumbnailer.thumbnail(streaming: Self.feed(body, failAfter: body.count / 2), plan,
+                                           control: ResizeControl(timeLimit: .seconds(10)))
+        }
+        let half = Bytes(body.prefix(body.count / 2))
+        #expect(throws: ThumbnailerError.self) {
+            try Self.thumbnailer.thumbnail(streaming: Self.feed(half), plan, control: ResizeControl(timeLimit: .seconds(10)))
+        }
+    }
+
+    @Test("a decode waiting for bytes that never come ends when its feed is failed (a cancel)")
+    func cancelWhileWaiting() throws {
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
+                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        let feed = ByteFeed()
+        body.withUnsafeBytes { feed.append(UnsafeRawBufferPointer(rebasing: $0.prefix(body.count / 3))) }
+        let control = ResizeControl(timeLimit: .seconds(10))
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) {
+            control.cancel()
+            feed.end(whole: false)
+        }
+        let started = ContinuousClock.now
+        #expect(throws: ThumbnailerError.self) { try Self.thumbnailer.thumbnail(streaming: feed, plan, control: control) }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    /// CPU time this thread has used.
+    static func threadCPU() -> Duration {
+        var now = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+        return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+    }
+
+    @Test("the streamed decode runs in the calling thread (at its priority), not on libvips's workers")
+    func decodesInCallingThread() throws {
+        let body = try Self.thumbnailer.testImage(width: 4000, height: 3000)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
+                                             ThumbnailSpec(width: 160, height: 160, fit: .cover, format: .jpeg, quality: 80))
+        var started = Self.threadCPU()
+        _ = try Self.thumbnailer.thumbnail(of: body, plan, control: ResizeControl(timeLimit: .seconds(10)))
+        let onWorkers = Self.threadCPU() - started
+        let feed = ByteFeed()
+        body.withUnsafeBytes { feed.append($0) }
+        feed.end(whole: true)
+        started = Self.threadCPU()
+        _ = try Self.thumbnailer.thumbnail(streaming: feed, plan, control: ResizeControl(timeLimit: .seconds(10)))
+        let here = Self.threadCPU() - started
+        // The decode of 12 megapixels (shrunk by 8 in libjpeg) is milliseconds of CPU; the
+        // buffer path's caller only waits for the workers.
+        #expect(here > .milliseconds(5) && here > onWorkers * 3, "in this thread \(here), buffer path \(onWorkers)")
+    }
+
+    @Test("a streamed decode past its time limit stops between strips: timedOut")
+    func timeLimit() throws {
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
+                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        let feed = ByteFeed()
+        body.withUnsafeBytes { feed.append($0) }
+        feed.end(whole: true)
+        let control = ResizeControl(timeLimit: .milliseconds(1))
+        Thread.sleep(forTimeInterval: 0.01)
+        #expect(throws: ThumbnailerError.timedOut(.milliseconds(1))) {
+            try Self.thumbnailer.thumbnail(streaming: feed, plan, control: control)
+        }
+    }
+}
