@@ -6,8 +6,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /png/NAME.png?size=N                             a real 8x8 PNG padded to N bytes
     /garbage.png                                     a PNG signature followed by noise
     /file/NAME                                       what the test stored with PUT /__put/NAME
-    /file/NAME?chunk=B&every=MS&cut=N                 the same, B bytes every MS ms; with cut, the
-                                                     connection closes after N bytes (a download cut short)
+    /file/NAME?delay=MS&chunk=B&every=MS&cut=N        the same, after MS ms, B bytes every MS ms; with cut,
+                                                     the connection closes after N bytes (a download cut short)
     /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML

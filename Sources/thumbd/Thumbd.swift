@@ -299,7 +299,7 @@ struct Stats: ParsableCommand {
             "bytes        \(Warmer.size(Double(stats.bytes))) of \(Warmer.size(Double(stats.maxBytes)))",
             "hit ratio    \(String(format: "%.1f%%", stats.hitRatio * 100)) (hits \(stats.hits), misses \(stats.misses), coalesced \(stats.coalesced), stale \(stats.stale), revalidated \(stats.revalidated))",
             "evictions    \(stats.evictions)",
-            "thumbnails   \(stats.thumbnails) made since start",
+            "thumbnails   \(stats.thumbnails) made since start (\(stats.thumbnailsStreamed) decoded while downloading)",
             "in flight    \(stats.fetchesInFlight) fetches, \(stats.waitingRequests) waiting requests, \(stats.openEventStreams) event streams",
         ] + (stats.storeWritable ? [] : ["store        NOT WRITABLE (see /healthz): serving, not storing"])
         print(lines.joined(separator: "\n"))

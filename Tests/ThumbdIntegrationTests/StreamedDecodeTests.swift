@@ -37,8 +37,9 @@ struct StreamedDecodeTests {
         defer { streaming.remove(); lane.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         try await origin.put("slow.jpg", body.array)
-        // 16 KB every 10 ms: about 1.6 MB/s, so the download takes a few hundred ms.
-        let url = origin.url("/file/slow.jpg?chunk=16384&every=10")
+        // 16 KB every 10 ms: about 1.6 MB/s, so the download takes a few hundred ms; its
+        // first bytes come 100 ms after the request (the body is tapped when the fetch starts).
+        let url = origin.url("/file/slow.jpg?delay=100&chunk=16384&every=10")
         let streamed = try await Self.events(of: streaming, [url], focus: [0])
         let made = try await Self.events(of: lane, [url], focus: [0])
         #expect(streaming.daemon?.thumbnailsStreamed == 1)
@@ -50,6 +51,8 @@ struct StreamedDecodeTests {
         let again = try await request(streaming.port, origin.thumb("/file/slow.jpg?chunk=16384&every=10", "&w=100&format=jpeg"))
         #expect(again.status == 200)
         #expect(streaming.daemon?.thumbnailsStreamed == 1 && streaming.daemon?.thumbnailsMade == 2)
+        let stats = try await request(streaming.port, "/stats").json
+        #expect(stats["thumbnails"] as? Int == 2 && stats["thumbnailsStreamed"] as? Int == 1)
     }
 
     @Test("/thumb (which any page can ask) and a batch item off screen are made in the lane")
@@ -62,7 +65,7 @@ struct StreamedDecodeTests {
         let thumb = try await request(daemon.port, origin.thumb("/file/a.jpg?chunk=16384&every=10", "&w=200&h=200&fit=cover&format=jpeg"))
         #expect(thumb.status == 200)
         #expect(daemon.daemon?.thumbnailsStreamed == 0 && daemon.daemon?.thumbnailsMade == 1)
-        let urls = ["b.jpg", "c.jpg"].map { origin.url("/file/\($0)?chunk=16384&every=10") }
+        let urls = ["b.jpg", "c.jpg"].map { origin.url("/file/\($0)?delay=100&chunk=16384&every=10") }
         let events = try await Self.events(of: daemon, urls, focus: [1])
         #expect(events.filter { $0.type == "done" }.count == 2)
         #expect(daemon.daemon?.thumbnailsStreamed == 1 && daemon.daemon?.thumbnailsMade == 3)
@@ -76,7 +79,7 @@ struct StreamedDecodeTests {
         defer { streaming.remove(); lane.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         try await origin.put("cut.jpg", body.array)
-        let url = origin.url("/file/cut.jpg?chunk=16384&every=5&cut=\(body.count / 2)")
+        let url = origin.url("/file/cut.jpg?delay=100&chunk=16384&every=5&cut=\(body.count / 2)")
         let streamed = try await Self.events(of: streaming, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
         let made = try await Self.events(of: lane, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
         let error = try #require(streamed?["error"] as? String)

@@ -294,6 +294,9 @@ public final class Batch: Sendable {
     /// The items on screen now, in index order.
     var focused: [Int] { state.withLock { $0.items.filter(\.focused).map(\.index) } }
 
+    /// Whether the page shows item `index` now.
+    func isFocused(_ index: Int) -> Bool { state.withLock { $0.items[index].focused } }
+
     /// With `cancelOffscreen`: cancels the unfinished items that left the screen at least
     /// `after` ago. Returns the tickets to leave (outside our lock).
     func cancelOffscreen(after: Duration, now: ContinuousClock.Instant = .now) -> [FlightTicket] {

@@ -310,7 +310,7 @@ final class BatchRegistry: Sendable {
         let counters = source.counters
         let lookup = Lookup(source: source, variants: variants)
         let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
-                                    patient: true) {
+                                    patient: true, onScreen: batch.isFocused(index)) {
             [self] outcome, role, _ in
             let result = CacheResult.of(role, try? outcome.get())
             counters.count(result)

@@ -72,8 +72,9 @@ struct Lookup: Sendable {
 
     /// `preview`: a variant's resize also makes a preview from its decode (a batch's).
     /// `patient`: a batch waits, so a full resize queue makes it wait rather than fail.
+    /// `onScreen`: a batch shows it now (before its focus reaches the jobs' urgencies).
     func request(_ target: LookupTarget, priority: Priority, requestID: String?, preview: Bool = false,
-                 patient: Bool = false, waiter: @escaping Waiter) -> Answer {
+                 patient: Bool = false, onScreen: Bool = false, waiter: @escaping Waiter) -> Answer {
         let key = target.key
         let now = ObjectSource.now()
         switch LookupDecision.decide(source.cached(key), now: now, servableStale: { source.servableStale($0, at: now) }) {
@@ -100,7 +101,9 @@ struct Lookup: Sendable {
                                 resize: nil)
             case .variant(let variant, of: let destination):
                 let joined = variants.make(variant, of: destination, priority: priority, stale: stale, requestID: requestID,
-                                           preview: preview, patient: patient) { outcome, role in waiter(outcome, role, stale) }
+                                           preview: preview, patient: patient, onScreen: onScreen) { outcome, role in
+                    waiter(outcome, role, stale)
+                }
                 if let ready = joined.ready { return .ready(ready, stale: stale) }
                 let fetch = source.coalescer.job(for: destination.url)
                 return .waiting(.resize(joined.ticket), progress: fetch,

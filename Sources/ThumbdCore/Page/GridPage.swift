@@ -36,10 +36,14 @@ enum GridPage {
   .frame { aspect-ratio:1; display:flex; align-items:center; justify-content:center; background:#f0f2f5; position:relative; }
   .frame img { width:100%; height:100%; object-fit:cover; display:block; }
   .frame img.preview { image-rendering:auto; opacity:.85; }
-  /* Nothing on the page moves by itself: a tile waits as a still glyph, and its progress is
-     drawn when bytes come. An animation is a frame to paint and composite on every tick; with
-     software rendering (no GPU) the grid's spinners and the bar's transition took the CPU the
-     images needed (measured: the bottom screen came 0.1-0.17 s later with them). */
+  /* A tile waits for its first bytes behind a spinner (eight steps a turn, paused off
+     screen), then shows its progress as a still fill drawn when bytes come. Every animation
+     is a frame to paint on each tick: with software rendering (no GPU) a grid of spinners
+     and a transition on the bar took the CPU the images needed (the bottom screen came
+     0.1-0.17 s later with them turning while the tiles downloaded). */
+  .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; }
+  .tile:not(.offscreen) .spinner { animation:spin .8s steps(8) infinite; }
+  @keyframes spin { to { transform:rotate(360deg); } }
   .wait { width:30px; height:30px; color:#c4c9d2; }
   .fill { position:absolute; left:0; bottom:0; height:3px; width:0; background:var(--accent); }
   .pct { position:absolute; bottom:6px; right:8px; font-size:11px; color:var(--muted); }
@@ -70,7 +74,8 @@ enum GridPage {
   // again when they come back (a long list that must not load what the user skipped).
   const cancelOffscreen = new URLSearchParams(location.search).get("cancelOffscreen") === "1";
   const brokenIcon = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
-  const waitIcon = '<svg class="wait" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><circle cx="9" cy="9" r="1.8"/><path d="M21 15l-5-5L5 21"/></svg>';
+  const glyph = document.createElement("template");
+  glyph.innerHTML = '<svg class="wait" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><circle cx="9" cy="9" r="1.8"/><path d="M21 15l-5-5L5 21"/></svg>';
   const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
 
   // What changes in the tiles (a preview, a loaded image, a percentage) is applied together,
@@ -102,7 +107,7 @@ enum GridPage {
     const el = document.createElement("div");
     el.className = "tile";
     el.dataset.state = "queued";
-    el.innerHTML = `<div class="frame">${waitIcon}<span class="fill"></span><span class="pct"></span></div><div class="caption"></div>`;
+    el.innerHTML = '<div class="frame"><div class="spinner"></div><span class="fill"></span><span class="pct"></span></div><div class="caption"></div>';
     el.querySelector(".caption").textContent = fileName(item.url);
     el.title = item.url;
     grid.appendChild(el);
@@ -217,6 +222,8 @@ enum GridPage {
       if (!el.classList.contains("offscreen")) paint(() => {
         const pct = el.querySelector(".pct"), fill = el.querySelector(".fill");
         if (!pct) return;  // the tile's image or preview is painted already
+        const spinner = el.querySelector(".spinner");
+        if (spinner) spinner.replaceWith(glyph.content.firstChild.cloneNode(true));  // its bytes are coming: no more turning
         pct.textContent = d.total ? Math.round(100 * d.received / d.total) + "%" : kb(d.received);
         if (d.total) fill.style.width = Math.round(100 * d.received / d.total) + "%";
       });

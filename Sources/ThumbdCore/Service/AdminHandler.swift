@@ -24,6 +24,7 @@ struct AdminHandler: Sendable {
                 revalidated: counters[.revalidated],
                 hitRatio: counters.hitRatio, fetchesInFlight: now.fetches, waitingRequests: now.waiting,
                 openEventStreams: now.streams, runningBatches: now.running, keptBatches: now.kept, thumbnails: variants.resizes,
+                thumbnailsStreamed: variants.streamed,
                 storeWritable: source.store.writeHealth == nil)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys

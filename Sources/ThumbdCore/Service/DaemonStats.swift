@@ -18,6 +18,9 @@ public struct DaemonStats: Codable, Sendable, Equatable {
     public var keptBatches: Int
     /// Thumbnails made (one per variant however many asked), failed ones included.
     public var thumbnails: Int
+    /// Of those, the ones decoded while their original downloaded (on-screen batch items,
+    /// `thumbnails.streams`).
+    public var thumbnailsStreamed: Int
     /// False while cache writes fail (a full disk); see /healthz.
     public var storeWritable: Bool
 }

@@ -151,10 +151,12 @@ final class VariantSource: Sendable {
 
     /// Joins (or starts) the making of `variant` of `destination`. With the `stale` stored
     /// variant, an original that turns out unchanged (revalidated, or the same bytes)
-    /// renews that variant instead of resizing again.
+    /// renews that variant instead of resizing again. `onScreen`: a batch shows it now, so
+    /// its original may be decoded while it downloads (as may one the batch's focus reaches
+    /// before its first bytes come).
     func make(_ variant: Variant, of destination: DestinationPolicy.Destination, priority: Priority,
               stale: CachedObject? = nil, requestID: String? = nil, preview: Bool = false, patient: Bool = false,
-              waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
+              onScreen: Bool = false, waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
         let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob(priority: priority) }
         if preview { joined.flight?.wantPreview() }
@@ -165,13 +167,13 @@ final class VariantSource: Sendable {
             flights.complete(key: key, job: job, with: .success(stored))
             return joined
         }
-        begin(job, variant, of: destination, key: key, priority: priority, stale: stale, requestID: requestID)
+        begin(job, variant, of: destination, key: key, priority: priority, stale: stale, requestID: requestID, onScreen: onScreen)
         return joined
     }
 
     /// The original, from the store when fresh, else fetched; then `derive`.
     private func begin(_ job: ResizeJob, _ variant: Variant, of destination: DestinationPolicy.Destination, key: String,
-                       priority: Priority, stale: CachedObject?, requestID: String?) {
+                       priority: Priority, stale: CachedObject?, requestID: String?, onScreen: Bool = false) {
         let original = source.cached(destination.url)
         if let original, original.isFresh(at: ObjectSource.now()) {
             source.stage.submit { [self] in
@@ -195,7 +197,7 @@ final class VariantSource: Sendable {
             let stream = StreamedDecode(
                 thumbnailer: thumbnailer, slots: slots,
                 timeLimit: lane.configuration.timeLimit, stage: source.stage,
-                eligible: { [urgency = job.urgency] in urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
+                eligible: { [urgency = job.urgency] in onScreen || urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
             ) { [self] header in try plan(variant, of: header) }
             job.stream = stream
             if !stream.tap(download) { job.stream = nil }
