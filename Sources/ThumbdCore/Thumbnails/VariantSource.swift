@@ -193,7 +193,9 @@ final class VariantSource: Sendable {
             }
         }
         if fetch.ready == nil, !job.waitOnOriginal(fetch.ticket) { source.leave(fetch.ticket) }
-        if fetch.ready == nil, let slots = streams, let download = fetch.flight {
+        // Only a batch's item may stream (its focus decides at the first bytes): `/thumb`,
+        // which any page can ask, never touches the download's body.
+        if fetch.ready == nil, job.isPatient, let slots = streams, let download = fetch.flight {
             let stream = StreamedDecode(
                 thumbnailer: thumbnailer, slots: slots,
                 timeLimit: lane.configuration.timeLimit, stage: source.stage,
