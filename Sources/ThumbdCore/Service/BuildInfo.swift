@@ -6,7 +6,7 @@ import Upstream
 /// What this build is: `thumbd --version` and the `thumbd_build_info` metric.
 public enum BuildInfo {
     /// The release, as the README's changelog names it.
-    public static let version = "0.9.1"
+    public static let version = "0.9.2"
 
     /// The C libraries underneath, as loaded by this process.
     public static var libraries: [(name: String, version: String)] {
