@@ -116,6 +116,20 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(0.01)
         return until is None
 
+    def trickle(self, body, chunk, every, path):
+        """Writes `body` `chunk` bytes at a time, `every` seconds apart; False (an abort
+        counted) when the client left."""
+        try:
+            for i in range(0, len(body), chunk):
+                self.wfile.write(body[i:i + chunk])
+                self.wfile.flush()
+                if not self.wait(every, path):
+                    return False
+        except OSError:
+            count(ABORTED, path)
+            return False
+        return True
+
     def send(self, status, body, ctype="image/jpeg", extra=(), length=True):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -222,14 +236,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                try:
-                    for i in range(0, end, chunk):
-                        self.wfile.write(body[i:min(end, i + chunk)])
-                        self.wfile.flush()
-                        if not self.wait(every, path):
-                            return
-                except OSError:
-                    count(ABORTED, path)
+                if not self.trickle(body[:end], chunk, every, path):
                     return
                 if end < len(body):
                     self.close_connection = True
@@ -271,14 +278,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "image/jpeg")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            try:
-                for i in range(0, len(body), chunk):
-                    self.wfile.write(body[i:i + chunk])
-                    self.wfile.flush()
-                    if not self.wait(every, path):
-                        return
-            except OSError:
-                count(ABORTED, path)
+            self.trickle(body, chunk, every, path)
             return
         if path == "/hang":
             self.wait(60, path)

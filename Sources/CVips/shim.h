@@ -148,13 +148,9 @@ static inline int thumbd_vips_crop(VipsImage *in, int left, int top, int width, 
     return vips_extract_area(in, out, left, top, width, height, NULL);
 }
 
-/// Evaluates `in` into one block of memory (g_malloc'ed, freed with the image returned),
-/// and gives it back as a new image with no metadata at all: what an encoder sees carries
-/// no EXIF, XMP, ICC or comment, however large the source's were.
-static inline int thumbd_vips_materialize(VipsImage *in, VipsImage **out) {
-    size_t size = 0;
-    void *pixels = vips_image_write_to_memory(in, &size);
-    if (pixels == NULL) return -1;
+/// An image over `pixels` (g_malloc'ed, `size` bytes, laid out as `in`), which it takes: they
+/// are freed when the image closes, or now if it cannot be made.
+static inline int thumbd_vips_adopt_pixels(VipsImage *in, void *pixels, size_t size, VipsImage **out) {
     VipsImage *bare = vips_image_new_from_memory(pixels, size, vips_image_get_width(in), vips_image_get_height(in),
                                                  vips_image_get_bands(in), vips_image_get_format(in));
     if (bare == NULL) { g_free(pixels); return -1; }
@@ -163,6 +159,16 @@ static inline int thumbd_vips_materialize(VipsImage *in, VipsImage **out) {
                                                                                 : VIPS_INTERPRETATION_B_W, NULL);
     g_object_unref(bare);
     return rc;
+}
+
+/// Evaluates `in` into one block of memory (g_malloc'ed, freed with the image returned),
+/// and gives it back as a new image with no metadata at all: what an encoder sees carries
+/// no EXIF, XMP, ICC or comment, however large the source's were.
+static inline int thumbd_vips_materialize(VipsImage *in, VipsImage **out) {
+    size_t size = 0;
+    void *pixels = vips_image_write_to_memory(in, &size);
+    if (pixels == NULL) return -1;
+    return thumbd_vips_adopt_pixels(in, pixels, size, out);
 }
 
 /// Takes `thumb` (one reference) and gives it back in sRGB (converted when needed).
@@ -291,14 +297,7 @@ static inline int thumbd_vips_materialize_here(VipsImage *in, thumbd_vips_contro
             memcpy(pixels + line * (size_t)y, VIPS_REGION_ADDR(region, 0, y), line);
     }
     g_object_unref(region);
-    VipsImage *bare = vips_image_new_from_memory(pixels, line * (size_t)height, width, height,
-                                                 vips_image_get_bands(in), vips_image_get_format(in));
-    if (bare == NULL) { g_free(pixels); return -1; }
-    g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);  // the pixels live as long as the image
-    int rc = vips_copy(bare, out, "interpretation", vips_image_get_bands(in) >= 3 ? VIPS_INTERPRETATION_sRGB
-                                                                                : VIPS_INTERPRETATION_B_W, NULL);
-    g_object_unref(bare);
-    return rc;
+    return thumbd_vips_adopt_pixels(in, pixels, line * (size_t)height, out);
 }
 
 enum { THUMBD_JPEG = 0, THUMBD_PNG = 1, THUMBD_WEBP = 2, THUMBD_AVIF = 3 };

@@ -48,9 +48,7 @@ struct StreamingTests {
 
     @Test("a feed that fails midway fails the decode, and one cut short does too")
     func failedFeed() throws {
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
-                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        let (body, plan) = try Self.photo()
         #expect(throws: ThumbnailerError.self) {
             try Self.thumbnailer.thumbnail(streaming: Self.feed(body, failAfter: body.count / 2), plan,
                                            control: ResizeControl(timeLimit: .seconds(10)))
@@ -61,11 +59,17 @@ struct StreamingTests {
         }
     }
 
+    /// A 3000×2000 JPEG and the plan of its 256×256 cover tile.
+    static func photo() throws -> (body: Bytes, plan: ThumbnailPlan) {
+        let body = try thumbnailer.testImage(width: 3000, height: 2000)
+        let plan = try thumbnailer.plan(thumbnailer.header(of: body),
+                                        ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        return (body, plan)
+    }
+
     @Test("a decode waiting for bytes that never come ends when its feed is failed (a cancel)")
     func cancelWhileWaiting() throws {
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
-                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        let (body, plan) = try Self.photo()
         let feed = ByteFeed()
         body.withUnsafeBytes { feed.append(UnsafeRawBufferPointer(rebasing: $0.prefix(body.count / 3))) }
         let control = ResizeControl(timeLimit: .seconds(10))
@@ -106,9 +110,7 @@ struct StreamingTests {
 
     @Test("a streamed decode past its time limit stops between strips: timedOut")
     func timeLimit() throws {
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
-                                             ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+        let (body, plan) = try Self.photo()
         let feed = ByteFeed()
         body.withUnsafeBytes { feed.append($0) }
         feed.end(whole: true)
