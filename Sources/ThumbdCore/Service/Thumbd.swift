@@ -79,6 +79,9 @@ public final class Thumbd: Service, Sendable {
     /// Of those, the ones decoded while their original downloaded.
     public var thumbnailsStreamed: Int { parts.variants.streamed }
 
+    /// Decodes of originals running while they download (each holds a stream slot).
+    public var streamsRunning: Int { parts.variants.streams?.inUse ?? 0 }
+
     /// Resizes the lane has started since start, and those running now.
     public var resizesStarted: Int { parts.variants.lane.load.started }
     public var resizesRunning: Int { parts.variants.lane.load.running }
