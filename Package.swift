@@ -103,14 +103,17 @@ let package = Package(
             dependencies: ["ThumbdCore", "ThumbdClient", "Support"],
             path: "Tests/ThumbdTesting"),
 
+        // Test support: a suite trait that keeps blocking tests off the cooperative pool.
+        .target(name: "TestThreads", dependencies: ["Support"], path: "Tests/TestThreads"),
+
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(
             name: "HTTPServerTests",
             dependencies: ["HTTPServer", "ThumbdClient", "Support", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
-        .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support"]),
+        .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support", "TestThreads"]),
         .testTarget(name: "ThumbdClientTests", dependencies: ["ThumbdClient"]),
-        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting"]),
+        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting", "TestThreads"]),
         .testTarget(
             name: "ThumbdCoreTests",
             dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support"]),

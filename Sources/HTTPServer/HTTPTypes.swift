@@ -111,6 +111,15 @@ public protocol ResponseStream: AnyObject, Sendable {
     func attach(_ waker: StreamWaker)
     /// The connection is gone (finished or the client left): release what you hold.
     func detach()
+    /// The server is stopping and ends this stream, which has nothing else to send: the
+    /// bytes to send before its end (asked again until it writes none). Each stream is ended
+    /// this way once it has nothing to send after `HTTPServer.stopAccepting`, whatever woke
+    /// it then, so its last words always come before its end.
+    func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int
+}
+
+extension ResponseStream {
+    public func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int { 0 }
 }
 
 public protocol StreamWaker: AnyObject, Sendable {

@@ -69,8 +69,12 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
             case .data(let count): return count
             case .end: return -1
             case .wait:
-                // During shutdown nothing may stay suspended: end the stream instead.
-                guard !flags.closed, core.beginSuspension() else { return -1 }
+                // During shutdown nothing may stay suspended: end the stream instead, after
+                // its last words (for an event stream, the event that says it will reconnect).
+                guard !flags.closed, core.beginSuspension() else {
+                    let count = stream.lastWords(into: buffer)
+                    return count > 0 ? count : -1
+                }
                 MHD_suspend_connection(connection.raw)
                 flags.suspended = true
                 // A suspended connection does not notice its client leaving; we watch for it.

@@ -13,6 +13,12 @@ package enum ThreadName {
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
+    /// The calling thread's name, as the kernel has it.
+    package static var current: String {
+        let data = FileManager.default.contents(atPath: "/proc/thread-self/comm") ?? Data()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The names of this process's threads that start with one of `prefixes`, from the
     /// kernel's list (`/proc/self/task`): how a program checks that a stop left nothing running.
     /// The main thread is not among them (it carries the program's name, which may be

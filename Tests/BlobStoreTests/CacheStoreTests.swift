@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TestThreads
 import Testing
 @testable import BlobStore
 import Support
@@ -100,7 +101,7 @@ struct CacheStoreTests {
     }
 }
 
-@Suite("CacheStore group commit")
+@Suite("CacheStore group commit", .ownThreads)
 struct GroupCommitTests {
     /// A store whose writer is held busy until `release()`, so that what is asked meanwhile
     /// waits in its mailbox and is drained together.
@@ -197,7 +198,7 @@ struct GroupCommitTests {
     }
 }
 
-@Suite("Commit delay")
+@Suite("Commit delay", .ownThreads)
 struct CommitDelayTests {
     static func write(_ key: String, size: Int = 100) -> WriterTask {
         .write(PendingWrite(object: CacheStoreTests.object(key, size: size), context: "test", operation: { _ in true },

@@ -11,12 +11,46 @@ import ThumbdClient
 /// everything it says in its own name comes from the handler (`render`) or its configuration.
 @Suite("HTTPServer without the product")
 struct HTTPServerTests {
-    /// Echoes what it was given; `/later` suspends and answers from another thread.
+    /// A streamed body: "first", then nothing until it is woken; "bye" as its last words.
+    final class Ticker: ResponseStream, @unchecked Sendable {  // mutable state only under `state`
+        private let state = Mutex<(sent: Bool, farewell: [UInt8], waker: (any StreamWaker)?)>((false, Array("bye".utf8), nil))
+
+        func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+            state.withLock { state in
+                guard !state.sent else { return .wait }
+                state.sent = true
+                buffer.copyBytes(from: "first".utf8)
+                return .data(5)
+            }
+        }
+
+        func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+            state.withLock { state in
+                buffer.copyBytes(from: state.farewell)
+                defer { state.farewell = [] }
+                return state.farewell.count
+            }
+        }
+
+        func attach(_ waker: any StreamWaker) { state.withLock { $0.waker = waker } }
+        func detach() { state.withLock { $0.waker = nil } }
+        /// Wakes the connection with nothing new to send.
+        func poke() { state.withLock { $0.waker }?.wake() }
+    }
+
+    /// Echoes what it was given; `/later` suspends and answers from another thread;
+    /// `/stream` streams a `Ticker`.
     final class Echo: HTTPHandler {
         let seen = Mutex<[Request]>([])
+        let tickers = Mutex<[Ticker]>([])
 
         func handle(_ request: Request, context: RequestContext) -> HandlerResult {
             seen.withLock { $0.append(request) }
+            if request.path == "/stream" {
+                let ticker = Ticker()
+                tickers.withLock { $0.append(ticker) }
+                return .response(Response(status: 200, headers: [], stream: ticker))
+            }
             if request.path == "/later" {
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
                     context.respond(Response(status: 202, body: Bytes(Array("later".utf8))))
@@ -40,6 +74,17 @@ struct HTTPServerTests {
         let server = try HTTPServer(configuration: configuration, handler: handler, logger: Logger(label: "test"))
         defer { server.stop() }
         try await body(server, handler)
+    }
+
+    static func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    static func eventually(_ condition: @Sendable () -> Bool) async throws -> Bool {
+        for _ in 0..<1_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        return condition()
     }
 
     static func exchange(_ port: UInt16, _ send: @escaping @Sendable (HTTPConnection) throws -> Void) async throws -> HTTPConnection.Response {
@@ -111,6 +156,32 @@ struct HTTPServerTests {
             let response = try await Self.exchange(server.port) { try $0.send("GET", "/h") }
             #expect(response.status == 503)
             #expect(response.text == "refused: shuttingDown")
+        }
+    }
+
+    @Test("a stream woken after stopAccepting with nothing to send ends after its last words")
+    func lastWords() async throws {
+        try await Self.withServer { server, handler in
+            let connection = try HTTPConnection(address: .v4(0x7F00_0001), port: server.port, timeoutSeconds: 10)
+            defer { connection.close() }
+            let first = try await Self.blocking {
+                try connection.send("GET", "/stream")
+                _ = try connection.readHead()
+                return try connection.nextChunk()
+            }
+            #expect(first == Array("first".utf8))
+            #expect(try await Self.eventually { server.suspendedConnections == 1 })
+            server.stopAccepting()
+            // Woken during shutdown with nothing new (a keepalive due, an event for another
+            // reader): the server must not end the stream without its last words.
+            handler.tickers.withLock { $0 }.forEach { $0.poke() }
+            let rest = try await Self.blocking { () -> [[UInt8]] in
+                var chunks: [[UInt8]] = []
+                while let chunk = try connection.nextChunk() { chunks.append(chunk) }
+                return chunks
+            }
+            #expect(rest == [Array("bye".utf8)])
+            #expect(server.waitUntilIdle(timeout: .seconds(5)))
         }
     }
 

@@ -1,11 +1,12 @@
 import Foundation
 import Support
+import TestThreads
 import Testing
 @testable import Thumbnailer
 
 /// A JPEG decoded while its bytes arrive (`thumbnail(streaming:…)`), fed by another thread in
 /// small pieces with pauses, as a download feeds it.
-@Suite("Thumbnailer: decoding while the bytes arrive")
+@Suite("Thumbnailer: decoding while the bytes arrive", .ownThreads)
 struct StreamingTests {
     static let thumbnailer = ThumbnailerTests.thumbnailer
 

@@ -1,13 +1,14 @@
 import Dispatch
 import Foundation
 import Support
+import TestThreads
 import Testing
 import ThumbdTesting
 @testable import Thumbnailer
 
 /// The libvips wrapper on images it draws itself: sizes, formats, orientation, alpha, and
 /// the refusals (not an image, too many pixels, truncated).
-@Suite("Thumbnailer")
+@Suite("Thumbnailer", .ownThreads)
 struct ThumbnailerTests {
     static let thumbnailer = try! Thumbnailer()
 
@@ -18,6 +19,11 @@ struct ThumbnailerTests {
 
     /// (fit, the 1200×800 source into 256×256) → the size every format must give.
     static let expected: [(Fit, Int, Int)] = [(.cover, 256, 256), (.contain, 256, 256), (.fill, 256, 256), (.inside, 256, 171)]
+
+    @Test("these tests, which block in libvips, run on threads of their own, not on the cooperative pool")
+    func offThePool() throws {
+        #expect(ThreadName.current == ThreadPerJob.threadName, "\(ThreadName.current)")
+    }
 
     @Test("every fit × format gives the expected size, and the format asked for", arguments: ImageFormat.allCases)
     func fitsAndFormats(_ format: ImageFormat) throws {

@@ -247,10 +247,9 @@ final class BatchRegistry: Sendable {
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
     func closeStreams() {
         timer.cancel()
-        for subscriber in streams.withLock({ Array($0.values) }) {
-            subscriber.sayFarewell()
-            subscriber.wake()
-        }
+        // Each one sends what it has left; then, with nothing more, the server ends it after
+        // its `shutdown` event (`EventSubscriber.lastWords`).
+        for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so

@@ -11,8 +11,8 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         var cursor: Int
         var offset = 0  // bytes of the event at `cursor` already sent
         var keepalivePending = false
-        /// Shutdown: the `shutdown` event, sent once when nothing else is to be sent.
-        var farewell: [UInt8]?
+        /// Shutdown: what is left to send of the `shutdown` event (`lastWords`).
+        var farewell = EventSubscriber.farewell[...]
         var waker: (any StreamWaker)?
         var detached = false
     }
@@ -52,10 +52,18 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
 
     /// Shutdown: the stream says so before it ends, in an event without an id (it is not
     /// in the batch's log, so a reconnect's `Last-Event-ID` resumes where the log left off).
-    func sayFarewell() {
-        state.withLock {
-            $0.farewell = Array(("event: shutdown\ndata: {\"message\":\"thumbd is stopping: this stream will reconnect and "
-                + "resume where it left off\"}\n\n").utf8)
+    static let farewell = Array(("event: shutdown\ndata: {\"message\":\"thumbd is stopping: this stream will reconnect and "
+        + "resume where it left off\"}\n\n").utf8)
+
+    /// The server ends the stream (shutdown) once it has nothing else to send: the
+    /// `shutdown` event goes first.
+    func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        state.withLock { state in
+            let count = min(state.farewell.count, buffer.count)
+            guard count > 0 else { return 0 }
+            state.farewell.prefix(count).withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+            state.farewell = state.farewell.dropFirst(count)
+            return count
         }
     }
 
@@ -109,11 +117,6 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
             }
             // Asked again after the last bytes went out: everything has been handed over.
             if finished, log.mayClose(after: self) { return .end }
-            if let farewell = state.farewell, !farewell.isEmpty {
-                let n = put(farewell[...])
-                state.farewell = Array(farewell.dropFirst(n))
-                return .data(n)
-            }
             if state.keepalivePending {
                 state.keepalivePending = false
                 return .data(put(Array(": keepalive\n\n".utf8)[...]))
