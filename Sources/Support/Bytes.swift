@@ -97,6 +97,11 @@ extension Bytes {
             count += piece.count
         }
 
+        /// The bytes gathered so far, lent for the call.
+        public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+            try body(UnsafeRawBufferPointer(start: storage, count: count))
+        }
+
         /// The bytes gathered, handed over; the builder is empty again. Room grown past the
         /// body by more than an eighth (a body without a `Content-Length` doubles it) is
         /// given back first: the bytes may stay in the cache's memory for a long time.

@@ -50,10 +50,11 @@ public struct FetchProgress: Sendable, Equatable {
     public var total: Int64?
 }
 
-/// What a body observer of a fetch hears: the body's bytes as they arrive (valid only during
-/// the call), then its end, whole (`true`) or not.
+/// What a body observer of a fetch hears: the body's bytes as they arrive, with all of the
+/// body so far, these included (both valid only during the call: a reader that begins late
+/// starts from `soFar`), then its end, whole (`true`) or not.
 public enum BodyEvent {
-    case bytes(UnsafeRawBufferPointer)
+    case bytes(UnsafeRawBufferPointer, soFar: UnsafeRawBufferPointer)
     case end(whole: Bool)
 }
 
@@ -135,15 +136,15 @@ public final class FetchJob: Sendable {
     /// Whether the transfer has handed over body bytes yet.
     private let bodyStarted = Atomic<Bool>(false)
 
-    /// On the transfer loop: bytes of the body, in order.
-    func publishBody(_ bytes: UnsafeRawBufferPointer) {
+    /// On the transfer loop: bytes of the body, in order, and the body so far.
+    func publishBody(_ bytes: UnsafeRawBufferPointer, soFar: UnsafeRawBufferPointer) {
         if !bodyStarted.load(ordering: .acquiring) {
             // Under the lock: a reader added before sees these bytes, one added after is refused.
             state.withLock { _ in bodyStarted.store(true, ordering: .releasing) }
         }
         guard tapped.load(ordering: .acquiring) else { return }
         let observers = state.withLock { Array($0.bodyObservers.values) }
-        for observer in observers { observer(.bytes(bytes)) }
+        for observer in observers { observer(.bytes(bytes, soFar: soFar)) }
     }
 
     /// The body's readers hear its end and are let go (`whole`: every byte came, and the

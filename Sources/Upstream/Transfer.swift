@@ -137,7 +137,7 @@ final class Transfer {
             }
             let bytes = UnsafeRawBufferPointer(start: data, count: count)
             body.append(bytes)
-            job.publishBody(bytes)
+            body.withUnsafeBytes { job.publishBody(bytes, soFar: $0) }
         }
         return count
     }

@@ -72,6 +72,36 @@ struct StreamedDecodeTests {
         #expect(daemon.daemon?.thumbnailsStreamed == 1 && daemon.daemon?.thumbnailsMade == 3)
     }
 
+    @Test("an item that comes on screen while its original downloads streams from the body so far; its tile is the lane's")
+    func cameOnScreen() async throws {
+        let origin = try TestOrigin()
+        let streaming = try TestDaemon()
+        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
+        defer { streaming.remove(); lane.remove(); origin.stop() }
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        try await origin.put("later.jpg", body.array)
+        // 16 KB every 50 ms: a second or more, with its first bytes long before the focus.
+        let url = origin.url("/file/later.jpg?chunk=16384&every=50")
+        let batch = try await streaming.createBatch([url], extra: "\(Self.tile),\"focus\":[]")
+        let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
+        defer { client.close() }
+        // Its bytes are coming (an empty focus names no screen, so progress is sent for all).
+        try await blocking { try client.read(seconds: 20) { $0.events.contains { $0.type == "progress" } } }
+        #expect(client.parser.events.contains { $0.type == "progress" })
+        #expect(streaming.daemon?.streamsRunning == 0)  // off screen at its first bytes
+        let focused = try await request(streaming.port, "/batches/\(batch.id)/focus", method: "POST",
+                                        headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
+        #expect(focused.status == 204)
+        #expect(try await eventually(10) { streaming.daemon?.streamsRunning == 1 })
+        try await blocking { try client.read(seconds: 30) }
+        let events = client.parser.events
+        #expect(streaming.daemon?.thumbnailsStreamed == 1)
+        let made = try await Self.events(of: lane, [url], focus: [0])
+        let streamedTile = try await Self.tileBytes(streaming, events.first { $0.type == "done" })
+        let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
+        #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+    }
+
     @Test("a download cut short: the item fails with the download's error, as without streaming, and nothing is made")
     func cutShort() async throws {
         let origin = try TestOrigin()

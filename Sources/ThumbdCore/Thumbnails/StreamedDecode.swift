@@ -8,7 +8,9 @@ import Upstream
 /// its tile is ready soon after the last byte instead of starting then (a screen of large
 /// originals arriving together would otherwise pile their decodes up after the downloads).
 ///
-/// Only a batch's focused items stream (`eligible`, asked when the first bytes come): a
+/// Only a batch's focused items stream (`eligible`, asked when the first bytes come, and for
+/// an item off screen then, again at each later piece until `waitingMaxBytes` have come: a
+/// grid scrolled while its downloads begin has its new screen streamed from the body so far): a
 /// batch comes from thumbd's own page, an allowed origin or a local client, never from a
 /// foreign page (`RequestGuard`), so this is the user's screen and not anybody's `<img>`.
 /// That is why it may run at the daemon's own priority, while the lane, which any page can
@@ -36,6 +38,10 @@ final class StreamedDecode: Sendable {
     }
 
     private enum Phase {
+        /// Off screen at its first bytes: nothing is kept, and the stream starts from the
+        /// body so far (`BodyEvent`'s `soFar`) if the item comes on screen while
+        /// `waitingMaxBytes` at most have come.
+        case dormant
         case waitingForHeader
         case checking
         case waitingForSlot(ThumbnailPlan)
@@ -46,6 +52,7 @@ final class StreamedDecode: Sendable {
 
     private struct State {
         var phase = Phase.waitingForHeader
+        var begun = false  // bytes have come
         var observers: [@Sendable (Outcome) -> Void] = []
     }
 
@@ -123,11 +130,16 @@ final class StreamedDecode: Sendable {
     func tap(_ job: FetchJob) -> Bool {
         job.observeBody { [self] event in
             switch event {
-            case .bytes(let bytes):
-                feed.append(bytes)
+            case .bytes(let bytes, let soFar):
+                switch intake(soFar: soFar.count) {
+                case .skip: return
+                case .these: feed.append(bytes)
+                case .fromTheStart: feed.append(soFar)
+                }
                 considerStarting()
                 if isWaitingForSlot, feed.unread > Self.waitingMaxBytes { stop() }
             case .end(let whole):
+                state.withLock { if case .dormant = $0.phase { $0.phase = .off } }
                 feed.end(whole: whole)
                 if whole {
                     // The tail is decoding now: bounded like any resize.
@@ -141,11 +153,52 @@ final class StreamedDecode: Sendable {
         } != nil
     }
 
+    private enum Intake { case skip, these, fromTheStart }
+
+    /// On the transfer loop, for each piece of the body: whether the feed takes it. At the
+    /// first bytes an item off screen goes dormant and the feed keeps nothing; a dormant one
+    /// that has come on screen since starts from the body so far.
+    private func intake(soFar: Int) -> Intake {
+        enum Seen { case dormant, first, taking, done }
+        let seen = state.withLock { state -> Seen in
+            switch state.phase {
+            case .dormant: return .dormant
+            case .off, .finished: return .done
+            default:
+                defer { state.begun = true }
+                return state.begun ? .taking : .first
+            }
+        }
+        switch seen {
+        case .done: return .skip
+        case .taking: return .these
+        case .first:
+            if eligible() { return .these }
+            state.withLock { if case .waitingForHeader = $0.phase { $0.phase = .dormant } }
+            return .skip
+        case .dormant:
+            guard soFar <= Self.waitingMaxBytes else {
+                state.withLock { if case .dormant = $0.phase { $0.phase = .off } }
+                return .skip
+            }
+            guard eligible() else { return .skip }
+            return state.withLock { state -> Intake in
+                guard case .dormant = state.phase else { return .skip }
+                state.phase = .waitingForHeader
+                lateStarts.add(1, ordering: .relaxed)
+                return .fromTheStart
+            }
+        }
+    }
+
+    /// Streams started after their item came on screen during its download.
+    let lateStarts = Atomic<Int>(0)
+
     /// Nobody waits for the resize any more, or the download failed: the decode stops.
     func stop() {
         let wasWaiting = state.withLock { state -> Bool in
             switch state.phase {
-            case .waitingForHeader, .checking, .waitingForSlot:
+            case .dormant, .waitingForHeader, .checking, .waitingForSlot:
                 state.phase = .off
                 return true
             default:
@@ -169,11 +222,6 @@ final class StreamedDecode: Sendable {
             return true
         }
         guard check else { return }
-        guard eligible() else {
-            state.withLock { $0.phase = .off }
-            feed.discard()
-            return
-        }
         stage.submit { [self] in start() }
     }
 
@@ -274,7 +322,7 @@ final class StreamedDecode: Sendable {
                 return .some(nil)
             case .finished(let ran, let outcome) where ran == plan:
                 return .some(outcome)
-            case .waitingForHeader, .checking, .waitingForSlot:
+            case .dormant, .waitingForHeader, .checking, .waitingForSlot:
                 state.phase = .off  // the lane makes it; a slot given later is passed on
                 return nil
             default:
