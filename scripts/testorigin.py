@@ -7,7 +7,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /garbage.png                                     a PNG signature followed by noise
     /file/NAME                                       what the test stored with PUT /__put/NAME
     /file/NAME?delay=MS&chunk=B&every=MS&cut=N        the same, after MS ms, B bytes every MS ms; with cut,
-                                                     the connection closes after N bytes (a download cut short)
+                                                     the connection closes after N bytes (a download cut short);
+                                                     with hold=NAME, after its first chunk until GET /__release/NAME
     /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML
@@ -116,13 +117,16 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(0.01)
         return until is None
 
-    def trickle(self, body, chunk, every, path):
-        """Writes `body` `chunk` bytes at a time, `every` seconds apart; False (an abort
-        counted) when the client left."""
+    def trickle(self, body, chunk, every, path, hold=None):
+        """Writes `body` `chunk` bytes at a time, `every` seconds apart, and with `hold`
+        waits after the first chunk for GET /__release/HOLD; False (an abort counted) when
+        the client left."""
         try:
             for i in range(0, len(body), chunk):
                 self.wfile.write(body[i:i + chunk])
                 self.wfile.flush()
+                if i == 0 and hold is not None and not self.wait(60, path, until=gate(hold)):
+                    return False
                 if not self.wait(every, path):
                     return False
         except OSError:
@@ -236,7 +240,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if not self.trickle(body[:end], chunk, every, path):
+                if not self.trickle(body[:end], chunk, every, path, q.get("hold")):
                     return
                 if end < len(body):
                     self.close_connection = True

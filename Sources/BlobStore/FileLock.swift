@@ -49,13 +49,23 @@ final class FileLock: Sendable {
         return "pid \(pid)" + (name.map { ", \($0)" } ?? "")
     }
 
-    /// Gives the lock up (the store has closed its database).
+    /// Gives the lock up (the store has closed its database). Unlocked before it is closed:
+    /// closing drops the flock only with the open file's last descriptor, and a process this
+    /// one is spawning holds a copy of every descriptor until its exec closes them (a store
+    /// reopened in that moment, as a restart in-process does, found its own lock held).
     func release() {
         let fd = descriptor.withLock { fd in
             defer { fd = -1 }
             return fd
         }
-        if fd >= 0 { close(fd) }  // closing the last descriptor of the open file drops the flock
+        guard fd >= 0 else { return }
+        _ = flock(fd, LOCK_UN)
+        close(fd)
+    }
+
+    /// The lock file's descriptor, for a test that copies it as a spawning process does.
+    func withDescriptor<R>(_ body: (Int32) -> R) -> R {
+        descriptor.withLock { body($0) }
     }
 
     deinit { release() }

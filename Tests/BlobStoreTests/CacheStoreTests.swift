@@ -339,6 +339,21 @@ struct KeyIndexTests {
         }
     }
 
+    @Test("a released lock is free at once, even while a copy of its descriptor lives (a process being spawned)")
+    func lockReleasedWithCopies() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-lock-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("cache.sqlite").path
+        let lock = try FileLock(databasePath: path)
+        let copy = lock.withDescriptor { dup($0) }  // what a child holds between fork and exec
+        defer { close(copy) }
+        #expect(copy >= 0)
+        lock.release()
+        let again = try FileLock(databasePath: path)
+        again.release()
+    }
+
     @Test("a file that is not a database is moved aside, kept, and the store starts empty")
     func damagedFileMovedAside() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-store-\(UUID().uuidString)")

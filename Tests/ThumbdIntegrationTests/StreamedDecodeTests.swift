@@ -80,8 +80,8 @@ struct StreamedDecodeTests {
         defer { streaming.remove(); lane.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         try await origin.put("later.jpg", body.array)
-        // 16 KB every 50 ms: a second or more, with its first bytes long before the focus.
-        let url = origin.url("/file/later.jpg?chunk=16384&every=50")
+        // Its first 16 KB, then nothing until the test releases it (after the focus).
+        let url = origin.url("/file/later.jpg?chunk=16384&every=10&hold=later")
         let batch = try await streaming.createBatch([url], extra: "\(Self.tile),\"focus\":[]")
         let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
         defer { client.close() }
@@ -92,11 +92,11 @@ struct StreamedDecodeTests {
         let focused = try await request(streaming.port, "/batches/\(batch.id)/focus", method: "POST",
                                         headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
         #expect(focused.status == 204)
-        #expect(try await eventually(10) { streaming.daemon?.streamsRunning == 1 })
+        try await origin.release("later")
         try await blocking { try client.read(seconds: 30) }
         let events = client.parser.events
         #expect(streaming.daemon?.thumbnailsStreamed == 1)
-        let made = try await Self.events(of: lane, [url], focus: [0])
+        let made = try await Self.events(of: lane, [origin.url("/file/later.jpg")], focus: [0])
         let streamedTile = try await Self.tileBytes(streaming, events.first { $0.type == "done" })
         let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
         #expect(!streamedTile.isEmpty && streamedTile == laneTile)
