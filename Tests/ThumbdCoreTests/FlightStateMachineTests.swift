@@ -264,7 +264,10 @@ struct ResizeLaneTests {
 
     @Test("stop answers the queued tasks shutting_down and refuses new ones")
     func stop() async throws {
-        let lane = Self.lane(workers: 1, limit: .milliseconds(200))
+        // stop() waits up to the time limit + 1 s for the running task to see its cancel: the
+        // lane's thread runs at nice 10, and with the whole suite on two cores 1.2 s was
+        // once not enough for it to be scheduled.
+        let lane = Self.lane(workers: 1, limit: .seconds(10))
         let gate = Gate()
         _ = lane.submit(cost: 1, urgency: Urgency(.normal)) { control in
             while !control.isCancelled { usleep(1_000) }
