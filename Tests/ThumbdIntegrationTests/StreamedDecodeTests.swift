@@ -22,6 +22,16 @@ struct StreamedDecodeTests {
         return try await daemon.allEvents(batch.events).parser.events
     }
 
+    /// An origin, a daemon with its shipped streams, and one with none (whose tiles all come
+    /// from the lane): what a stream makes is compared with what the lane makes.
+    static func withStreamingAndLane(_ body: (TestOrigin, TestDaemon, TestDaemon) async throws -> Void) async throws {
+        let origin = try TestOrigin()
+        let streaming = try TestDaemon()
+        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
+        defer { streaming.remove(); lane.remove(); origin.stop() }
+        try await body(origin, streaming, lane)
+    }
+
     /// The tile a `done` event names, from the daemon's cache.
     static func tileBytes(_ daemon: TestDaemon, _ event: EventStreamParser.Event?) async throws -> [UInt8] {
         let src = try #require(event.map(payload)?["src"] as? String)
@@ -32,28 +42,26 @@ struct StreamedDecodeTests {
 
     @Test("an on-screen batch item's slow JPEG is decoded while it arrives; its tile is the lane's, byte for byte")
     func sameAsLane() async throws {
-        let origin = try TestOrigin()
-        let streaming = try TestDaemon()
-        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
-        defer { streaming.remove(); lane.remove(); origin.stop() }
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        try await origin.put("slow.jpg", body.array)
-        // 16 KB every 10 ms: about 1.6 MB/s, so the download takes a few hundred ms; its
-        // first bytes come 100 ms after the request (the body is tapped when the fetch starts).
-        let url = origin.url("/file/slow.jpg?delay=100&chunk=16384&every=10")
-        let streamed = try await Self.events(of: streaming, [url], focus: [0])
-        let made = try await Self.events(of: lane, [url], focus: [0])
-        #expect(streaming.daemon?.thumbnailsStreamed == 1)
-        #expect(lane.daemon?.thumbnailsStreamed == 0)
-        let streamedTile = try await Self.tileBytes(streaming, streamed.first { $0.type == "done" })
-        let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
-        #expect(!streamedTile.isEmpty && streamedTile == laneTile)
-        // A second variant of the now cached original is made in the lane.
-        let again = try await request(streaming.port, origin.thumb("/file/slow.jpg?chunk=16384&every=10", "&w=100&format=jpeg"))
-        #expect(again.status == 200)
-        #expect(streaming.daemon?.thumbnailsStreamed == 1 && streaming.daemon?.thumbnailsMade == 2)
-        let stats = try await request(streaming.port, "/stats").json
-        #expect(stats["thumbnails"] as? Int == 2 && stats["thumbnailsStreamed"] as? Int == 1)
+        try await Self.withStreamingAndLane { origin, streaming, lane in
+            let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+            try await origin.put("slow.jpg", body.array)
+            // 16 KB every 10 ms: about 1.6 MB/s, so the download takes a few hundred ms; its
+            // first bytes come 100 ms after the request (the body is tapped when the fetch starts).
+            let url = origin.url("/file/slow.jpg?delay=100&chunk=16384&every=10")
+            let streamed = try await Self.events(of: streaming, [url], focus: [0])
+            let made = try await Self.events(of: lane, [url], focus: [0])
+            #expect(streaming.daemon?.thumbnailsStreamed == 1)
+            #expect(lane.daemon?.thumbnailsStreamed == 0)
+            let streamedTile = try await Self.tileBytes(streaming, streamed.first { $0.type == "done" })
+            let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
+            #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+            // A second variant of the now cached original is made in the lane.
+            let again = try await request(streaming.port, origin.thumb("/file/slow.jpg?chunk=16384&every=10", "&w=100&format=jpeg"))
+            #expect(again.status == 200)
+            #expect(streaming.daemon?.thumbnailsStreamed == 1 && streaming.daemon?.thumbnailsMade == 2)
+            let stats = try await request(streaming.port, "/stats").json
+            #expect(stats["thumbnails"] as? Int == 2 && stats["thumbnailsStreamed"] as? Int == 1)
+        }
     }
 
     @Test("/thumb (which any page can ask) and a batch item off screen are made in the lane")
@@ -74,51 +82,47 @@ struct StreamedDecodeTests {
 
     @Test("an item that comes on screen while its original downloads streams from the body so far; its tile is the lane's")
     func cameOnScreen() async throws {
-        let origin = try TestOrigin()
-        let streaming = try TestDaemon()
-        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
-        defer { streaming.remove(); lane.remove(); origin.stop() }
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        try await origin.put("later.jpg", body.array)
-        // Its first 16 KB, then nothing until the test releases it (after the focus).
-        let url = origin.url("/file/later.jpg?chunk=16384&every=10&hold=later")
-        let batch = try await streaming.createBatch([url], extra: "\(Self.tile),\"focus\":[]")
-        let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
-        defer { client.close() }
-        // Its first bytes are in: the origin has the request and writes them at once, then
-        // holds. (Not a progress event: one published before the item's observer attached is
-        // not repeated while the download is held.)
-        #expect(try await eventually(20) { try await origin.requests("/file/later.jpg") == 1 })
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(streaming.daemon?.streamsRunning == 0)  // off screen at its first bytes
-        let focused = try await request(streaming.port, "/batches/\(batch.id)/focus", method: "POST",
-                                        headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
-        #expect(focused.status == 204)
-        try await origin.release("later")
-        try await blocking { try client.read(seconds: 30) }
-        let events = client.parser.events
-        #expect(streaming.daemon?.thumbnailsStreamed == 1)
-        let made = try await Self.events(of: lane, [origin.url("/file/later.jpg")], focus: [0])
-        let streamedTile = try await Self.tileBytes(streaming, events.first { $0.type == "done" })
-        let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
-        #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+        try await Self.withStreamingAndLane { origin, streaming, lane in
+            let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+            try await origin.put("later.jpg", body.array)
+            // Its first 16 KB, then nothing until the test releases it (after the focus).
+            let url = origin.url("/file/later.jpg?chunk=16384&every=10&hold=later")
+            let batch = try await streaming.createBatch([url], extra: "\(Self.tile),\"focus\":[]")
+            let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
+            defer { client.close() }
+            // Its first bytes are in: the origin has the request and writes them at once, then
+            // holds. (Not a progress event: one published before the item's observer attached is
+            // not repeated while the download is held.)
+            #expect(try await eventually(20) { try await origin.requests("/file/later.jpg") == 1 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(streaming.daemon?.streamsRunning == 0)  // off screen at its first bytes
+            let focused = try await request(streaming.port, "/batches/\(batch.id)/focus", method: "POST",
+                                            headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
+            #expect(focused.status == 204)
+            try await origin.release("later")
+            try await blocking { try client.read(seconds: 30) }
+            let events = client.parser.events
+            #expect(streaming.daemon?.thumbnailsStreamed == 1)
+            let made = try await Self.events(of: lane, [origin.url("/file/later.jpg")], focus: [0])
+            let streamedTile = try await Self.tileBytes(streaming, events.first { $0.type == "done" })
+            let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
+            #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+        }
     }
 
     @Test("a download cut short: the item fails with the download's error, as without streaming, and nothing is made")
     func cutShort() async throws {
-        let origin = try TestOrigin()
-        let streaming = try TestDaemon()
-        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
-        defer { streaming.remove(); lane.remove(); origin.stop() }
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        try await origin.put("cut.jpg", body.array)
-        let url = origin.url("/file/cut.jpg?delay=100&chunk=16384&every=5&cut=\(body.count / 2)")
-        let streamed = try await Self.events(of: streaming, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
-        let made = try await Self.events(of: lane, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
-        let error = try #require(streamed?["error"] as? String)
-        #expect(error == made?["error"] as? String)
-        #expect(streamed?["status"] as? Int == made?["status"] as? Int)
-        #expect(streaming.daemon?.thumbnailsStreamed == 0 && streaming.daemon?.thumbnailsMade == 0)
+        try await Self.withStreamingAndLane { origin, streaming, lane in
+            let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+            try await origin.put("cut.jpg", body.array)
+            let url = origin.url("/file/cut.jpg?delay=100&chunk=16384&every=5&cut=\(body.count / 2)")
+            let streamed = try await Self.events(of: streaming, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
+            let made = try await Self.events(of: lane, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
+            let error = try #require(streamed?["error"] as? String)
+            #expect(error == made?["error"] as? String)
+            #expect(streamed?["status"] as? Int == made?["status"] as? Int)
+            #expect(streaming.daemon?.thumbnailsStreamed == 0 && streaming.daemon?.thumbnailsMade == 0)
+        }
     }
 
     @Test("not a JPEG (a PNG), though on screen: made in the lane")
@@ -145,18 +149,16 @@ struct StreamedDecodeTests {
 
     @Test("an on-screen JPEG whose header claims 60000x60000: refused as the lane refuses it, nothing decoded")
     func bombRefused() async throws {
-        let origin = try TestOrigin()
-        let streaming = try TestDaemon()
-        let lane = try TestDaemon { $0.thumbnails.streams = 0 }
-        defer { streaming.remove(); lane.remove(); origin.stop() }
-        let body = try Self.thumbnailer.testImage(width: 1200, height: 800)
-        try await origin.put("bomb.jpg", Self.claiming(body, width: 60000, height: 60000))
-        let url = origin.url("/file/bomb.jpg?delay=100&chunk=16384&every=10")
-        let streamed = try await Self.events(of: streaming, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
-        let made = try await Self.events(of: lane, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
-        #expect(streamed?["status"] as? Int == 422)
-        #expect(streamed?["error"] as? String == made?["error"] as? String)
-        #expect(streaming.daemon?.thumbnailsStreamed == 0 && streaming.daemon?.streamsRunning == 0)
+        try await Self.withStreamingAndLane { origin, streaming, lane in
+            let body = try Self.thumbnailer.testImage(width: 1200, height: 800)
+            try await origin.put("bomb.jpg", Self.claiming(body, width: 60000, height: 60000))
+            let url = origin.url("/file/bomb.jpg?delay=100&chunk=16384&every=10")
+            let streamed = try await Self.events(of: streaming, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
+            let made = try await Self.events(of: lane, [url], focus: [0]).first { $0.type == "failed" }.map(payload)
+            #expect(streamed?["status"] as? Int == 422)
+            #expect(streamed?["error"] as? String == made?["error"] as? String)
+            #expect(streaming.daemon?.thumbnailsStreamed == 0 && streaming.daemon?.streamsRunning == 0)
+        }
     }
 
     @Test("an on-screen download that stalls mid-body: the stream ends with the transfer's low-speed abort, the item fails")

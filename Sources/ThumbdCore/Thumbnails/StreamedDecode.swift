@@ -185,14 +185,10 @@ final class StreamedDecode: Sendable {
             return state.withLock { state -> Intake in
                 guard case .dormant = state.phase else { return .skip }
                 state.phase = .waitingForHeader
-                lateStarts.add(1, ordering: .relaxed)
                 return .fromTheStart
             }
         }
     }
-
-    /// Streams started after their item came on screen during its download.
-    let lateStarts = Atomic<Int>(0)
 
     /// Nobody waits for the resize any more, or the download failed: the decode stops.
     func stop() {
