@@ -37,10 +37,13 @@ struct FocusTests {
             let events = try await daemon.allEvents(batch.events).parser.events
             #expect(events.filter { $0.type == "done" }.count == 6)
             // Item 2 was moved ahead of all. Item 4, queued first by the POST's focus, left the
-            // screen before it started: it gave way and waited with the others for the new screen.
-            let expected = [2, 0, 1, 3, 4, 5].map { names[$0] }
+            // screen before it started: it gave way and waited with the others for the new
+            // screen. Whether it goes before or after item 5 depends on whether the others were
+            // already released (batches.screenFirstMilliseconds) when it gave way: on a loaded
+            // machine they sometimes were, and both orders are right.
             let order = try await Self.order(origin, of: names)
-            #expect(order == expected, "\(order)")
+            #expect(Array(order.prefix(4)) == [2, 0, 1, 3].map { names[$0] }, "\(order)")
+            #expect(Set(order.suffix(2)) == Set([4, 5].map { names[$0] }), "\(order)")
             #expect(try await blocking { try blocker.read() }.status == 200)
         }
     }
