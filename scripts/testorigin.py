@@ -8,7 +8,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /file/NAME                                       what the test stored with PUT /__put/NAME
     /file/NAME?delay=MS&chunk=B&every=MS&cut=N        the same, after MS ms, B bytes every MS ms; with cut,
                                                      the connection closes after N bytes (a download cut short);
-                                                     with hold=NAME, after its first chunk until GET /__release/NAME
+                                                     with hold=NAME, after its first chunk until GET /__release/NAME;
+                                                     with tail=NAME, before its last chunk until GET /__release/NAME
     /real/NAME.png                                   a real, decodable 96x96 PNG (colour from NAME)
     /status/CODE                                     that status, a small body
     /not-an-image                                    200, claims image/jpeg, sends HTML
@@ -117,12 +118,15 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(0.01)
         return until is None
 
-    def trickle(self, body, chunk, every, path, hold=None):
-        """Writes `body` `chunk` bytes at a time, `every` seconds apart, and with `hold`
-        waits after the first chunk for GET /__release/HOLD; False (an abort counted) when
-        the client left."""
+    def trickle(self, body, chunk, every, path, hold=None, tail=None):
+        """Writes `body` `chunk` bytes at a time, `every` seconds apart; with `hold` waits
+        after the first chunk for GET /__release/HOLD, with `tail` before the last chunk for
+        GET /__release/TAIL. False (an abort counted) when the client left."""
         try:
             for i in range(0, len(body), chunk):
+                last = i + chunk >= len(body)
+                if last and i > 0 and tail is not None and not self.wait(60, path, until=gate(tail)):
+                    return False
                 self.wfile.write(body[i:i + chunk])
                 self.wfile.flush()
                 if i == 0 and hold is not None and not self.wait(60, path, until=gate(hold)):
@@ -240,7 +244,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if not self.trickle(body[:end], chunk, every, path, q.get("hold")):
+                if not self.trickle(body[:end], chunk, every, path, q.get("hold"), q.get("tail")):
                     return
                 if end < len(body):
                     self.close_connection = True

@@ -59,7 +59,10 @@ public final class HTTPConnection: @unchecked Sendable {
         let rc = address.withSocketAddress(port: port) { connect(fd, $0, $1) }
         guard rc == 0 else {
             let reason = String(cString: strerror(errno))
-            Glibc.close(fd)
+            // Through `close()`, the one place the socket is closed: `deinit` runs for this
+            // instance too (it is fully initialized), and a second `close(2)` would close
+            // whatever descriptor another thread opened under the same number meanwhile.
+            close()
             throw HTTPClientError("cannot connect to \(peer): \(reason)")
         }
     }
@@ -191,7 +194,7 @@ public final class HTTPConnection: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        Glibc.close(fd)
+        if fd >= 0 { Glibc.close(fd) }
     }
 
     /// Reads more into the buffer. Returns false at the end of the stream when

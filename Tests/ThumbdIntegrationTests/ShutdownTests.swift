@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 import ThumbdTesting
 
@@ -80,9 +81,22 @@ struct ShutdownTests {
         let test = try TestDaemon(start: false)
         defer { test.remove() }
         let group = ServiceGroup(configuration: .init(services: [.init(service: test.thumbd)], logger: Logger(label: "test")))
+        // How run() ended, if it did: a start that fails ends it at once, and the test says why
+        // instead of waiting out its bound.
+        final class Ended: Sendable { let how = Mutex<String?>(nil) }
+        let ended = Ended()
         try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(try await eventually { test.thumbd.isRunning })
+            tasks.addTask {
+                do {
+                    try await group.run()
+                    ended.how.withLock { $0 = "returned" }
+                } catch {
+                    ended.how.withLock { $0 = "threw \(error)" }
+                    throw error
+                }
+            }
+            _ = try await eventually { test.thumbd.isRunning || ended.how.withLock { $0 != nil } }
+            try #require(test.thumbd.isRunning, "run() \(ended.how.withLock { $0 } ?? "has not started the daemon in 30 s")")
             let waiting = try RawConnection(port: test.port)
             try waiting.send("GET", origin.thumb("/gate/service"))
             #expect(try await eventually { test.thumbd.waitingRequests == 1 })

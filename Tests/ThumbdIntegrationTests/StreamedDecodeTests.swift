@@ -22,6 +22,17 @@ struct StreamedDecodeTests {
         return try await daemon.allEvents(batch.events).parser.events
     }
 
+    /// The batch's events, its downloads held before their last chunk (`tail=NAME` in their
+    /// URLs) until a stream runs: a body that is whole while its stream is still being
+    /// checked goes to the lane, which a loaded machine would otherwise make a coin toss.
+    static func streamedEvents(of daemon: TestDaemon, _ urls: [String], focus: [Int], origin: TestOrigin,
+                               tail: String) async throws -> [EventStreamParser.Event] {
+        async let events = Self.events(of: daemon, urls, focus: focus)
+        #expect(try await eventually(20) { daemon.daemon?.streamsRunning == 1 })
+        try await origin.release(tail)
+        return try await events
+    }
+
     /// An origin, a daemon with its shipped streams, and one with none (whose tiles all come
     /// from the lane): what a stream makes is compared with what the lane makes.
     static func withStreamingAndLane(_ body: (TestOrigin, TestDaemon, TestDaemon) async throws -> Void) async throws {
@@ -47,8 +58,8 @@ struct StreamedDecodeTests {
             try await origin.put("slow.jpg", body.array)
             // 16 KB every 10 ms: about 1.6 MB/s, so the download takes a few hundred ms; its
             // first bytes come 100 ms after the request (the body is tapped when the fetch starts).
-            let url = origin.url("/file/slow.jpg?delay=100&chunk=16384&every=10")
-            let streamed = try await Self.events(of: streaming, [url], focus: [0])
+            let url = origin.url("/file/slow.jpg?delay=100&chunk=16384&every=10&tail=slow")
+            let streamed = try await Self.streamedEvents(of: streaming, [url], focus: [0], origin: origin, tail: "slow")
             let made = try await Self.events(of: lane, [url], focus: [0])
             #expect(streaming.daemon?.thumbnailsStreamed == 1)
             #expect(lane.daemon?.thumbnailsStreamed == 0)
@@ -74,8 +85,9 @@ struct StreamedDecodeTests {
         let thumb = try await request(daemon.port, origin.thumb("/file/a.jpg?chunk=16384&every=10", "&w=200&h=200&fit=cover&format=jpeg"))
         #expect(thumb.status == 200)
         #expect(daemon.daemon?.thumbnailsStreamed == 0 && daemon.daemon?.thumbnailsMade == 1)
-        let urls = ["b.jpg", "c.jpg"].map { origin.url("/file/\($0)?delay=100&chunk=16384&every=10") }
-        let events = try await Self.events(of: daemon, urls, focus: [1])
+        let urls = [origin.url("/file/b.jpg?delay=100&chunk=16384&every=10"),
+                    origin.url("/file/c.jpg?delay=100&chunk=16384&every=10&tail=c.jpg")]
+        let events = try await Self.streamedEvents(of: daemon, urls, focus: [1], origin: origin, tail: "c.jpg")
         #expect(events.filter { $0.type == "done" }.count == 2)
         #expect(daemon.daemon?.thumbnailsStreamed == 1 && daemon.daemon?.thumbnailsMade == 3)
     }
@@ -85,8 +97,10 @@ struct StreamedDecodeTests {
         try await Self.withStreamingAndLane { origin, streaming, lane in
             let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
             try await origin.put("later.jpg", body.array)
-            // Its first 16 KB, then nothing until the test releases it (after the focus).
-            let url = origin.url("/file/later.jpg?chunk=16384&every=10&hold=later")
+            // Its first 16 KB, then nothing until the test releases it (after the focus); its
+            // last chunk waits again, so that the body is not whole before the stream has
+            // started (a whole body with its stream still being checked goes to the lane).
+            let url = origin.url("/file/later.jpg?chunk=16384&every=10&hold=later&tail=last")
             let batch = try await streaming.createBatch([url], extra: "\(Self.tile),\"focus\":[]")
             let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
             defer { client.close() }
@@ -100,6 +114,8 @@ struct StreamedDecodeTests {
                                             headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
             #expect(focused.status == 204)
             try await origin.release("later")
+            #expect(try await eventually(20) { streaming.daemon?.streamsRunning == 1 })
+            try await origin.release("last")
             try await blocking { try client.read(seconds: 30) }
             let events = client.parser.events
             #expect(streaming.daemon?.thumbnailsStreamed == 1)

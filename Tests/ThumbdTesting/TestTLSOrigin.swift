@@ -58,6 +58,9 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
         process.executableURL = URL(fileURLWithPath: FileManager.default.fileExists(atPath: "/usr/sbin/nginx")
                                     ? "/usr/sbin/nginx" : "/usr/bin/nginx")
         process.arguments = ["-p", dir, "-c", "\(dir)/nginx.conf", "-g", "daemon off;"]
+        // Neither of the test run's pipes: an nginx outliving a crashed test process would
+        // keep them open, and `swift test` would wait for it forever.
+        process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Up to 10 s for the port to answer.
