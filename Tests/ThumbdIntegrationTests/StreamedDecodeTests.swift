@@ -126,6 +126,33 @@ struct StreamedDecodeTests {
         }
     }
 
+    @Test("an on-screen original whose body is whole before a stream slot is free is still decoded as a stream, not in the lane")
+    func wholeBeforeSlot() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon { $0.thumbnails.streams = 1 }
+        defer { daemon.remove(); origin.stop() }
+        try await origin.put("big.jpg", Self.thumbnailer.testImage(width: 3000, height: 2000).array)
+        try await origin.put("small.jpg", Self.thumbnailer.testImage(width: 1200, height: 800).array)
+        // The large one takes the only slot and is held there after its first 16 KB; the
+        // small one starts 300 ms later and trickles in whole while the slot is taken.
+        let urls = [origin.url("/file/big.jpg?chunk=16384&every=10&hold=big"),
+                    origin.url("/file/small.jpg?delay=300&chunk=16384&every=50")]
+        let batch = try await daemon.createBatch(urls, extra: "\(Self.tile),\"focus\":[0,1]")
+        let client = try await blocking { try EventStreamClient(port: daemon.port, path: batch.events) }
+        defer { client.close() }
+        let small: @Sendable (EventStreamParser) -> Bool = { parser in
+            parser.events.contains { $0.type == "done" && payload($0)["index"] as? Int == 1 }
+        }
+        try await blocking { try client.read(seconds: 20, until: small) }
+        #expect(small(client.parser))
+        #expect(daemon.daemon?.thumbnailsStreamed == 1, "the small one, while the large one holds the slot")
+        #expect(daemon.daemon?.thumbnailsMade == 1)  // that one, and nothing from the lane
+        try await origin.release("big")
+        try await blocking { try client.read(seconds: 30) }
+        #expect(client.parser.events.last?.type == "end")
+        #expect(daemon.daemon?.thumbnailsStreamed == 2)  // failed 2 times in 6: not understood yet
+    }
+
     @Test("a download cut short: the item fails with the download's error, as without streaming, and nothing is made")
     func cutShort() async throws {
         try await Self.withStreamingAndLane { origin, streaming, lane in

@@ -58,14 +58,23 @@ final class StreamedDecode: Sendable {
 
     /// The streams that may decode at once (`thumbnails.streams`), and those waiting for one
     /// of them, oldest first: a stream that starts late catches up, as its bytes are kept.
+    ///
+    /// A stream whose body is whole before it had a slot (a small original, while the slots
+    /// are held by large ones still downloading) would otherwise go to the lane, at nice 10:
+    /// it takes one of `extra` slots beyond the limit instead (one per core: it computes
+    /// from start to end, waiting for no byte), or is the first served when a slot frees.
     final class Slots: Sendable {
         let limit: Int
+        let extra: Int
         private struct State {
             var running = 0
             var waiting: [StreamedDecode] = []
         }
         private let state = Mutex(State())
-        init(limit: Int) { self.limit = limit }
+        init(limit: Int, extra: Int = ProcessInfo.processInfo.activeProcessorCount) {
+            self.limit = limit
+            self.extra = extra
+        }
 
         /// A slot for `stream` now (true), or a place in the line (false).
         func take(for stream: StreamedDecode) -> Bool {
@@ -79,14 +88,27 @@ final class StreamedDecode: Sendable {
             }
         }
 
-        /// A decode ended: its slot goes to the oldest stream still waiting for one.
+        /// A whole body's stream, waiting: a slot beyond the limit now, if one of `extra` is free.
+        func takeExtra(for stream: StreamedDecode) -> Bool {
+            state.withLock { state in
+                guard state.running < limit + extra,
+                      let index = state.waiting.firstIndex(where: { $0 === stream }) else { return false }
+                state.waiting.remove(at: index)
+                state.running += 1
+                return true
+            }
+        }
+
+        /// A decode ended: its slot goes to a waiting stream whose body is whole, else to the
+        /// oldest waiting; a slot beyond the limit goes to a whole body's stream only.
         func give() {
             while let next = state.withLock({ state -> StreamedDecode? in
-                guard !state.waiting.isEmpty else {
+                let whole = state.waiting.firstIndex { $0.feed.isWhole }
+                guard !state.waiting.isEmpty, state.running <= limit || whole != nil else {
                     state.running -= 1
                     return nil
                 }
-                return state.waiting.removeFirst()
+                return state.waiting.remove(at: whole ?? 0)
             }) {
                 if next.slotGiven() { return }  // it runs in the slot; else the next one may
             }
@@ -192,17 +214,19 @@ final class StreamedDecode: Sendable {
 
     /// Nobody waits for the resize any more, or the download failed: the decode stops.
     func stop() {
-        let wasWaiting = state.withLock { state -> Bool in
+        let (wasWaiting, observers) = state.withLock { state -> (Bool, [@Sendable (Outcome) -> Void]) in
             switch state.phase {
             case .dormant, .waitingForHeader, .checking, .waitingForSlot:
                 state.phase = .off
-                return true
+                defer { state.observers = [] }
+                return (true, state.observers)  // a whole body's stream had some (`result(for:)`)
             default:
-                return false
+                return (false, [])
             }
         }
         if !wasWaiting { control.cancel() }
         feed.discard()
+        for observer in observers { observer(.failed) }
     }
 
     private var isWaitingForSlot: Bool { state.withLock { if case .waitingForSlot = $0.phase { true } else { false } } }
@@ -265,6 +289,12 @@ final class StreamedDecode: Sendable {
 
     /// On a thread of its own: the decode, which waits whenever it has caught up with the bytes.
     private func run(_ plan: ThumbnailPlan) {
+        if feed.isWhole {
+            // Its last byte came while it waited: the time limit counts from now.
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit.dispatchInterval) { [self] in
+                if isRunning { control.cancel() }
+            }
+        }
         let preview = wantsPreview()
         let thread = Thread { [self] in
             ThreadName.set("thumbd-stream")
@@ -311,10 +341,17 @@ final class StreamedDecode: Sendable {
     /// The decode's outcome for `plan` (the whole body's), to `observer` once it is known;
     /// false when no stream runs for that plan (the lane makes it).
     func result(for plan: ThumbnailPlan, _ observer: @escaping @Sendable (Outcome) -> Void) -> Bool {
+        var waits = false
         let finished = state.withLock { state -> Outcome?? in
             switch state.phase {
             case .decoding(let running) where running == plan:
                 state.observers.append(observer)
+                return .some(nil)
+            case .waitingForSlot(let waiting) where waiting == plan && feed.isWhole:
+                // The whole body came before a slot: decoded here all the same, at once in
+                // a slot beyond the limit if one is free, else first when one frees.
+                state.observers.append(observer)
+                waits = true
                 return .some(nil)
             case .finished(let ran, let outcome) where ran == plan:
                 return .some(outcome)
@@ -327,6 +364,7 @@ final class StreamedDecode: Sendable {
         }
         guard let finished else { return false }
         if let outcome = finished { observer(outcome) }
+        if waits, slots.takeExtra(for: self), !slotGiven() { slots.give() }
         return true
     }
 }
