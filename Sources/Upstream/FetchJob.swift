@@ -121,11 +121,13 @@ public final class FetchJob: Sendable {
         state.withLock { _ = $0.observers.removeValue(forKey: token) }
     }
 
-    /// Adds a reader of the body as it arrives, from the next bytes on; nil once the fetch
-    /// has completed or its body has begun (the reader would miss its start).
+    /// Adds a reader of the body as it arrives; nil once the fetch has completed. A reader
+    /// added after the body began reads it from the body so far, which every `.bytes`
+    /// carries: a tap can never be too late while bytes still come (a fast origin's first
+    /// bytes may reach the transfer loop before the thread that started the fetch taps it).
     public func observeBody(_ observer: @escaping @Sendable (BodyEvent) -> Void) -> UInt64? {
         state.withLock { state -> UInt64? in
-            guard !state.completed, state.progress.received == 0, !bodyStarted.load(ordering: .acquiring) else { return nil }
+            guard !state.completed else { return nil }
             state.nextObserver += 1
             state.bodyObservers[state.nextObserver] = observer
             tapped.store(true, ordering: .releasing)
@@ -133,15 +135,8 @@ public final class FetchJob: Sendable {
         }
     }
 
-    /// Whether the transfer has handed over body bytes yet.
-    private let bodyStarted = Atomic<Bool>(false)
-
     /// On the transfer loop: bytes of the body, in order, and the body so far.
     func publishBody(_ bytes: UnsafeRawBufferPointer, soFar: UnsafeRawBufferPointer) {
-        if !bodyStarted.load(ordering: .acquiring) {
-            // Under the lock: a reader added before sees these bytes, one added after is refused.
-            state.withLock { _ in bodyStarted.store(true, ordering: .releasing) }
-        }
         guard tapped.load(ordering: .acquiring) else { return }
         let observers = state.withLock { Array($0.bodyObservers.values) }
         for observer in observers { observer(.bytes(bytes, soFar: soFar)) }

@@ -44,6 +44,38 @@ struct TransferLoopTests {
         #expect(response.body.array.prefix(3).elementsEqual([0xFF, 0xD8, 0xFF]))  // the bytes as sent (a JPEG)
     }
 
+    @Test("a body tapped after its first bytes came is read from the start: the body so far, then the rest")
+    func lateTap() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try await origin.put("late.bin", body)
+        let loop = Self.loop()
+        defer { loop.shutdown() }
+        let recorder = Recorder()
+        let job = FetchJob(url: origin.url("/file/late.bin?chunk=16384&every=5&hold=late"), host: "127.0.0.1", priority: .normal,
+                           onComplete: { _, result in recorder.outcome.withLock { $0 = result } })
+        #expect(loop.submit(job))
+        // The first 16 KB are in (and the origin holds the rest): only now is the body tapped.
+        #expect(try await eventually(20) { job.progress.received >= 16384 })
+        final class Read: Sendable { let bytes = Mutex<[UInt8]>([]); let ends = Mutex<[Bool]>([]) }
+        let read = Read()
+        let token = job.observeBody { event in
+            switch event {
+            case .bytes(let bytes, let soFar):
+                read.bytes.withLock { $0 = $0.isEmpty ? Array(soFar) : $0 + Array(bytes) }
+            case .end(let whole):
+                read.ends.withLock { $0.append(whole) }
+            }
+        }
+        #expect(token != nil)
+        try await origin.release("late")
+        #expect(try await eventually(20) { recorder.outcome.withLock { $0 != nil } })
+        #expect(read.ends.withLock { $0 } == [true])
+        #expect(read.bytes.withLock { $0 } == body)
+        #expect(job.observeBody { _ in } == nil)  // completed: nothing more to read
+    }
+
     @Test("a cancelled transfer stops, and the origin sees the connection close")
     func cancel() async throws {
         let origin = try TestOrigin()

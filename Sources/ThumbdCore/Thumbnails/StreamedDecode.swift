@@ -148,7 +148,7 @@ final class StreamedDecode: Sendable {
         self.planner = planner
     }
 
-    /// Taps `job`'s body; false when it has begun already (the stream would miss its start).
+    /// Taps `job`'s body (from the start, whenever it is tapped); false once it has completed.
     func tap(_ job: FetchJob) -> Bool {
         job.observeBody { [self] event in
             switch event {
@@ -195,7 +195,12 @@ final class StreamedDecode: Sendable {
         case .done: return .skip
         case .taking: return .these
         case .first:
-            if eligible() { return .these }
+            // The body so far: these bytes alone, unless the tap came after the body began.
+            guard soFar <= Self.waitingMaxBytes else {
+                state.withLock { $0.phase = .off }
+                return .skip
+            }
+            if eligible() { return .fromTheStart }
             state.withLock { if case .waitingForHeader = $0.phase { $0.phase = .dormant } }
             return .skip
         case .dormant:
