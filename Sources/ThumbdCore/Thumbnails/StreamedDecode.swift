@@ -24,9 +24,13 @@ import Upstream
 /// bounded), then decodes on a thread of its own (`thumbd-stream`) that waits whenever it
 /// has caught up with the download. At most `thumbnails.streams` run at once, each within
 /// `streamMaxBytes` of estimated memory; one without a slot waits for the next free one,
-/// keeping at most `waitingMaxBytes` of the body. A stream that cannot start (off screen, not
-/// a JPEG, a header past the first 256 KB, too costly, waited too long) does not, and the
-/// resize is made in the lane once the original is whole, as without it.
+/// keeping at most `waitingMaxBytes` of the body. One whose whole body came while it waited
+/// (a small original, while large ones still downloading hold the slots) is decoded all the
+/// same, in one of `Slots.extra` slots beyond the limit (one per core) or first when a slot
+/// frees, rather than in the lane, where any page's `/thumb` may queue ahead of it at a
+/// lowered priority. A stream that cannot start (off screen, not a JPEG, a header past the
+/// first 256 KB, too costly, waited too long) does not, and the resize is made in the lane
+/// once the original is whole, as without it.
 ///
 /// Its result is used only for the plan the whole body gives (`result(for:)`, after the
 /// body's own checks passed); any failure (a download cut short, a cancel, the time limit
