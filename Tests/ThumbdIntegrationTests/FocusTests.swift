@@ -1,4 +1,5 @@
 import Foundation
+import ThumbdClient
 import ThumbdCore
 import ThumbdTesting
 import Testing
@@ -194,6 +195,54 @@ struct FocusTests {
                 #expect(answer.status == status, "\(method) \(path) \(body)")
                 #expect(answer.json["error"] is String)
             }
+        }
+    }
+
+    /// A progress event for item 0 of the stream at `path`, read while the origin holds its download.
+    static func progressWhileHeld(_ daemon: TestDaemon, _ path: String, after start: () async throws -> Void) async throws -> Bool {
+        let client = try await blocking { try EventStreamClient(port: daemon.port, path: path) }
+        defer { client.close() }
+        try await start()
+        let sawProgress: @Sendable (EventStreamParser) -> Bool = { parser in
+            parser.events.contains { $0.type == "progress" && payload($0)["index"] as? Int == 0 }
+        }
+        try await blocking { try client.read(seconds: 5, until: sawProgress) }
+        return sawProgress(client.parser)
+    }
+
+    @Test("an item that joins a download already under way, or comes on screen during one, shows its progress at once, though the origin stalls")
+    func progressSoFar() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let body = try Thumbnailer().testImage(width: 1200, height: 800).array
+            #expect(body.count > 3 * 16384)
+            try await origin.put("held.bin", body)
+            try await origin.put("other.bin", body)
+            // Its first 16 KB, then nothing until the test releases it.
+            let held = origin.url("/file/held.bin?chunk=16384&every=10&hold=held")
+            let first = try await daemon.createBatch([held], extra: ",\"focus\":[0]")
+            #expect(try await Self.progressWhileHeld(daemon, first.events) {})
+            // A second batch joins that download: its observer comes after the progress was published.
+            let second = try await daemon.createBatch([held], extra: ",\"focus\":[0]")
+            #expect(try await Self.progressWhileHeld(daemon, second.events) {}, "the joined item says where the download stands")
+            try await origin.release("held")
+
+            // Off screen while its download starts (the screen, item 1, is done at once), so no
+            // progress; then it comes on screen while the origin holds the rest.
+            let later = origin.url("/file/other.bin?chunk=16384&every=10&hold=later")
+            let third = try await daemon.createBatch([later, origin.url("/img/on-screen.jpg")], extra: ",\"focus\":[1]")
+            #expect(try await eventually(20) { try await origin.requests("/file/other.bin") == 1 })
+            // Its first bytes are in, and published (a transfer publishes at most every 100 ms,
+            // and what it held back once curl's next progress call comes, about a second later).
+            try await Task.sleep(for: .milliseconds(1500))
+            let focused = try await Self.progressWhileHeld(daemon, third.events) {
+                let answer = try await request(daemon.port, "/batches/\(third.id)/focus", method: "POST",
+                                               headers: ["Content-Type": "application/json"], body: "{\"items\":[0]}")
+                #expect(answer.status == 204)
+            }
+            #expect(focused, "the item that came on screen says where its download stands")
+            try await origin.release("later")
+            let events = try await daemon.allEvents(third.events).parser.events
+            #expect(events.filter { $0.type == "done" }.count == 2, "\(events.map(\.type))")
         }
     }
 }

@@ -105,8 +105,7 @@ struct StreamedDecodeTests {
             let client = try await blocking { try EventStreamClient(port: streaming.port, path: batch.events) }
             defer { client.close() }
             // Its first bytes are in: the origin has the request and writes them at once, then
-            // holds. (Not a progress event: one published before the item's observer attached is
-            // not repeated while the download is held.)
+            // holds; 300 ms later they have reached the daemon.
             #expect(try await eventually(20) { try await origin.requests("/file/later.jpg") == 1 })
             try await Task.sleep(for: .milliseconds(300))
             #expect(streaming.daemon?.streamsRunning == 0)  // off screen at its first bytes

@@ -225,6 +225,16 @@ public final class Batch: Sendable {
             return false
         }
         if orphaned, let observer { job?.stopObserving(observer) }
+        // A download already under way (another client's, or this batch's before a restart
+        // of the item) published its progress before we observed it: say where it stands
+        // now, not only at its next piece, which a stalled origin may not send for a while.
+        if !orphaned, let job { showProgressSoFar(index, of: job) }
+    }
+
+    /// The progress of `job` so far, as an event for item `index`, if any bytes have come.
+    private func showProgressSoFar(_ index: Int, of job: FetchJob) {
+        let sofar = job.progress
+        if sofar.received > 0 { progress(index, sofar) }
     }
 
     /// What a change of focus asks of the registry.
@@ -250,6 +260,7 @@ public final class Batch: Sendable {
     func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> FocusChange {
         var deferredNow: [Int] = []
         var observers: [(FetchJob, UInt64)] = []
+        var cameOnScreen: [(Int, FetchJob)] = []
         let change = state.withLock { state -> FocusChange in
             var change = FocusChange()
             state.screenKnown = true
@@ -271,6 +282,7 @@ public final class Batch: Sendable {
                         state.deferred.insert(index)
                     }
                 }
+                if onScreen, !item.focused, !item.isTerminal, let job = item.job { cameOnScreen.append((index, job)) }
                 if !item.isTerminal { item.setFocused(onScreen) } else { item.focused = onScreen }
                 if onScreen, item.cancelledOffscreen, state.finishedAt == nil {
                     item.cancelledOffscreen = false
@@ -287,6 +299,8 @@ public final class Batch: Sendable {
             return change
         }
         for (job, observer) in observers { job.stopObserving(observer) }
+        // Off screen it sent no progress: on screen, its tile shows where its download stands.
+        for (index, job) in cameOnScreen { showProgressSoFar(index, of: job) }
         start(deferredNow)
         return change
     }
