@@ -51,6 +51,14 @@ struct StreamedDecodeTests {
         return answer.body
     }
 
+    /// The tile a `done` of `streamed` names is byte for byte the one a `done` of `made` names.
+    static func expectSameTile(_ streaming: TestDaemon, _ streamed: [EventStreamParser.Event],
+                               _ lane: TestDaemon, _ made: [EventStreamParser.Event]) async throws {
+        let streamedTile = try await tileBytes(streaming, streamed.first { $0.type == "done" })
+        let laneTile = try await tileBytes(lane, made.first { $0.type == "done" })
+        #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+    }
+
     @Test("an on-screen batch item's slow JPEG is decoded while it arrives; its tile is the lane's, byte for byte")
     func sameAsLane() async throws {
         try await Self.withStreamingAndLane { origin, streaming, lane in
@@ -63,9 +71,7 @@ struct StreamedDecodeTests {
             let made = try await Self.events(of: lane, [url], focus: [0])
             #expect(streaming.daemon?.thumbnailsStreamed == 1)
             #expect(lane.daemon?.thumbnailsStreamed == 0)
-            let streamedTile = try await Self.tileBytes(streaming, streamed.first { $0.type == "done" })
-            let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
-            #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+            try await Self.expectSameTile(streaming, streamed, lane, made)
             // A second variant of the now cached original is made in the lane.
             let again = try await request(streaming.port, origin.thumb("/file/slow.jpg?chunk=16384&every=10", "&w=100&format=jpeg"))
             #expect(again.status == 200)
@@ -119,9 +125,7 @@ struct StreamedDecodeTests {
             let events = client.parser.events
             #expect(streaming.daemon?.thumbnailsStreamed == 1)
             let made = try await Self.events(of: lane, [origin.url("/file/later.jpg")], focus: [0])
-            let streamedTile = try await Self.tileBytes(streaming, events.first { $0.type == "done" })
-            let laneTile = try await Self.tileBytes(lane, made.first { $0.type == "done" })
-            #expect(!streamedTile.isEmpty && streamedTile == laneTile)
+            try await Self.expectSameTile(streaming, events, lane, made)
         }
     }
 

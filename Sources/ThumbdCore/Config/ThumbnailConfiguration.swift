@@ -23,7 +23,9 @@ public struct ThumbnailConfiguration: Sendable {
     /// with the bytes, at the daemon's own priority, within 8 MiB of estimated memory (0:
     /// none; every resize then starts once its original is whole). A download is slower than
     /// its decode, so a stream mostly waits: a screen of large photos is decoded while it
-    /// arrives instead of after. `/thumb` and off-screen items never stream.
+    /// arrives instead of after. `/thumb` never streams; an item off screen only if it comes
+    /// on screen while at most 4 MiB of its original have come. An on-screen original whose
+    /// body is whole before a slot frees takes one of a few slots beyond these (one per core).
     public var streams = 16
     /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
     /// estimate made from each image's header before it is decoded. A resize waits until its
