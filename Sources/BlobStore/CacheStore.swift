@@ -194,6 +194,16 @@ public final class CacheStore: Sendable {
         return object
     }
 
+    /// Opens the file anew and reads its schema and first page, past the in-memory key index
+    /// and hot cache and past the pooled connections' page caches (in WAL mode a reader trusts
+    /// its cache while the WAL index is unchanged), which answer most lookups without reading
+    /// the file: throws when the file cannot be read (`/healthz`). An open and one read.
+    public func probe() throws {
+        let reader = try ReadConnection(path: configuration.path)
+        defer { reader.close() }
+        try reader.probe()
+    }
+
     /// Remembers that `key` was served; written in batches for LRU ordering.
     public func recordAccess(_ key: String) {
         let now = Self.nowMilliseconds()

@@ -5,7 +5,7 @@ import Support
 /// definition, numbered entries appended in order, and a `reserved` sequence number: every
 /// number used so far, recorded or not, is below it, so numbering can go on after a crash
 /// without reusing one. Writes go through the writer queue like the cache's, never making the
-/// caller wait, except `reserve(…, wait: true)`.
+/// caller wait: a caller that needs the commit passes a completion.
 public struct Journal: Sendable {
     public struct Entry: Sendable, Equatable {
         public var sequence: Int
@@ -51,7 +51,8 @@ extension CacheStore {
         }
     }
 
-    /// Records that numbers up to `reserved` may be used. With `wait`, returns once committed.
+    /// Records that numbers up to `reserved` may be used; `completion` says, on the writer's
+    /// queue, whether that committed.
     public func reserveJournal(id: String, upTo reserved: Int, completion: @escaping @Sendable (Bool) -> Void = { _ in }) {
         journalWrite("store.journal.reserve", completion: completion) { db in
             try db.cached("UPDATE journals SET reserved = max(reserved, ?) WHERE id = ?").run([.integer(Int64(reserved)), .text(id)])

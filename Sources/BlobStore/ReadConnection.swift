@@ -33,5 +33,12 @@ final class ReadConnection: @unchecked Sendable {
             fetchedAt: statement.int64(6), expiresAt: statement.int64(7), graceSeconds: Int(statement.int64(9)))
     }
 
+    /// One read of the schema and the objects table's first page.
+    func probe() throws {
+        let statement = try db.cached("SELECT count(*) FROM (SELECT 1 FROM objects LIMIT 1)")
+        defer { statement.reset() }
+        _ = try statement.step()
+    }
+
     func close() { db.close() }
 }

@@ -101,6 +101,24 @@ struct BatchTests {
         }
     }
 
+    @Test("a batch item whose origin fails gets the expired copy, as /thumb does (stale-if-error)")
+    func staleIfError() async throws {
+        // Without grace: an expired copy is not answered before the origin was asked.
+        try await withOriginAndDaemon({ $0.store.graceSeconds = 0 }) { origin, daemon in
+            let url = origin.url("/img/old.jpg?cc=max-age%3D0")
+            let fresh = try await request(daemon.port, origin.thumb("/img/old.jpg?cc=max-age%3D0"))
+            #expect(fresh[header: "X-Thumbd-Cache"] == "miss")
+            origin.stop()  // the origin goes away: connection refused
+            let batch = try await daemon.createBatch([url])
+            let events = try await daemon.allEvents(batch.events).parser.events
+            let done = try #require(events.first { $0.type == "done" }.map(payload))
+            #expect(done["status"] as? Int == 200)
+            #expect(done["cache"] as? String == "stale")
+            #expect(done["bytes"] as? Int == fresh.body.count)
+            #expect(events.contains { $0.type == "failed" } == false)
+        }
+    }
+
     @Test("a subscriber after the end gets every event; Last-Event-ID resumes with no gap and no duplicate")
     func replayAndResume() async throws {
         try await withOriginAndDaemon { origin, daemon in

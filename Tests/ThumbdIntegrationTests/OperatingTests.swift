@@ -73,6 +73,19 @@ struct OperatingTests {
         }
     }
 
+    @Test("/healthz reads the cache file itself: a file that is gone is 503 unhealthy")
+    func healthzReadsTheFile() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            #expect(try await request(daemon.port, "/healthz").status == 200)
+            // The file removed behind the daemon's back (a volume gone, an operator's rm): the
+            // daemon's open connections still read their own copy, the file is not there.
+            try FileManager.default.removeItem(atPath: daemon.thumbd.configuration.store.path)
+            let broken = try await request(daemon.port, "/healthz")
+            #expect(broken.status == 503)
+            #expect(broken.errorCode == "unhealthy")
+        }
+    }
+
     @Test("every answer carries X-Request-Id: the client's when sane, else a new one")
     func requestIDs() async throws {
         try await withOriginAndDaemon { origin, daemon in

@@ -134,7 +134,9 @@ public final class Batch: Sendable {
         self.journal = journal
         var record: (@Sendable (Int, String, String) -> Void)?
         if let journal { record = { id, name, json in journal.record(id, name, json) } }
-        self.log = EventLog(delivery: delivery, record: record)
+        let log = EventLog(delivery: delivery, record: record, visibleBelow: journal?.committedBelow)
+        journal?.onCommit { [weak log] id in log?.release(below: id) }
+        self.log = log
         self.id = id
         self.progressInterval = progressInterval
         self.state = Mutex(State(items: items.enumerated().map { Item(index: $0.offset, clientID: $0.element.clientID, url: $0.element.url) }))

@@ -28,6 +28,7 @@ final class BatchJournal: Sendable {
     func close() {
         closed.store(true, ordering: .relaxed)
         flush()
+        committed(below: .max)  // nothing more is recorded: nothing waits for a reservation
     }
 
     var isClosed: Bool { closed.load(ordering: .relaxed) }
@@ -98,23 +99,36 @@ final class BatchJournal: Sendable {
         store.appendJournal(id: id, entries, finishedAt: finished ? ObjectSource.now() : nil)
     }
 
-    /// Keeps the committed reservation above `eventID`: the next block is asked for early,
-    /// and only if it has not committed by the time the log reaches it does this wait for it.
+    /// Told the first id not yet reserved each time a reservation commits: the batch's log
+    /// lets its readers see the events below it (`EventLog.release(below:)`).
+    private let committedHandler = Mutex<(@Sendable (Int) -> Void)?>(nil)
+
+    /// The first id a reservation has not committed yet: the log's readers see the events below it.
+    var committedBelow: Int { reservation.withLock { $0.committed } }
+
+    func onCommit(_ handler: @escaping @Sendable (Int) -> Void) {
+        committedHandler.withLock { $0 = handler }
+    }
+
+    /// Keeps the committed reservation ahead of `eventID`: the next block is asked for when
+    /// half of this one is used. Nothing waits here (this runs under the log's lock and the
+    /// batch's): an event past the committed reservation waits in the log until the commit
+    /// comes (`onCommit`). A reservation that fails (the store cannot write, `/healthz` says
+    /// so) lets the events through all the same: a batch must not stop because its record does.
     private func reserve(beyond eventID: Int) {
-        let (ask, mustWait) = reservation.withLock { reservation -> (Int?, Bool) in
-            var ask: Int?
-            if eventID + Self.block / 2 >= reservation.asked {
-                reservation.asked += Self.block
-                ask = reservation.asked
-            }
-            return (ask, eventID + 1 >= reservation.committed)
+        let ask = reservation.withLock { reservation -> Int? in
+            guard eventID + Self.block / 2 >= reservation.asked else { return nil }
+            reservation.asked += Self.block
+            return reservation.asked
         }
-        guard let ask = ask ?? (mustWait ? reservation.withLock({ $0.asked }) : nil) else { return }
-        let committed = DispatchSemaphore(value: 0)
-        store.reserveJournal(id: id, upTo: ask) { [self] ok in
-            if ok { reservation.withLock { $0.committed = max($0.committed, ask) } }
-            committed.signal()
+        guard let ask else { return }
+        store.reserveJournal(id: id, upTo: ask) { [self] _ in
+            reservation.withLock { $0.committed = max($0.committed, ask) }
+            committed(below: ask)
         }
-        if mustWait { _ = committed.wait(timeout: .now() + .seconds(2)) }
+    }
+
+    private func committed(below id: Int) {
+        committedHandler.withLock { $0 }?(id)
     }
 }

@@ -308,13 +308,21 @@ final class BatchRegistry: Sendable {
         let key = target.key
         let counters = source.counters
         let lookup = Lookup(source: source, variants: variants)
-        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
-                                    patient: true, onScreen: batch.isFocused(index)) {
-            [self] outcome, role, _ in
-            let result = CacheResult.of(role, try? outcome.get())
-            counters.count(result)
-            deliver(outcome, item, key: key, to: batch, index: index, cache: result.rawValue)
+        let settle: Lookup.Waiter = { [self] outcome, role, stale in
+            switch Settled(outcome, role: role, stale: stale) {
+            case .object(let object, let result):
+                counters.count(result)
+                deliver(.success(object), item, key: key, to: batch, index: index, cache: result.rawValue)
+            case .stale(let stale):  // the origin failed: the expired copy, as /thumb answers
+                counters.count(.stale)
+                deliver(.success(stale), item, key: key, to: batch, index: index, cache: CacheResult.stale.rawValue)
+            case .failure(let error, let result):
+                counters.count(result)
+                batch.fail(index, error: error)
+            }
         }
+        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
+                                    patient: true, onScreen: batch.isFocused(index), waiter: settle)
         switch answer {
         case .hit(let stored):
             counters.count(.hit)
@@ -323,9 +331,8 @@ final class BatchRegistry: Sendable {
             // Within its grace, as for /thumb: the tile now, one refresh behind it.
             counters.count(.stale)
             deliver(.success(stale), item, key: key, to: batch, index: index, cache: "stale")
-        case .ready(let ready, _):  // finished a moment ago, still being stored: a hit
-            counters.count(.hit)
-            deliver(ready, item, key: key, to: batch, index: index, cache: CacheResult.hit.rawValue)
+        case .ready(let ready, let stale):  // finished a moment ago, still being stored: a hit
+            settle(ready, .finished, stale)
         case .waiting(let ticket, let progress, let urgencies, let resize):
             batch.attach(index, ticket: ticket, job: progress, urgencies: urgencies)
             // The preview made from the resize's decode, as soon as it exists (before `done`).

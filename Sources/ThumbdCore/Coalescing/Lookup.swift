@@ -45,6 +45,29 @@ enum LookupDecision: Sendable {
     }
 }
 
+/// What one waiter of a flight is answered, decided here once for `/thumb` and batch items
+/// alike: the flight's object, or, when the origin failed (5xx, unreachable, a timeout) and an
+/// expired copy is held whose origin did not say must-revalidate, that copy (stale-if-error;
+/// not for 404/410, where the origin said the image is gone).
+enum Settled: Sendable {
+    case object(CachedObject, CacheResult)
+    case stale(CachedObject)
+    case failure(ThumbdError, CacheResult)
+
+    init(_ outcome: FlightOutcome, role: FlightRole, stale: CachedObject?) {
+        switch outcome {
+        case .success(let object):
+            self = .object(object, CacheResult.of(role, object))
+        case .failure(let error):
+            if let stale, error.status >= 500, stale.graceSeconds != Freshness.mustRevalidate {
+                self = .stale(stale)
+            } else {
+                self = .failure(error, CacheResult.of(role, nil))
+            }
+        }
+    }
+}
+
 /// The one path from a key to its answer, for `/thumb` originals, variants and batch items
 /// alike: the decision above, then the flight (one fetch or one resize per key), whose
 /// waiters the caller renders.

@@ -34,6 +34,9 @@ public final class EventLog: Sendable {
         var closable = false
         /// Bytes of event text held (what a kept batch costs, with its items).
         var textBytes = 0
+        /// Events with this id or above wait for their id to be reserved in the journal
+        /// before any subscriber reads them (see `release(below:)`); no journal: none wait.
+        var visibleBelow = Int.max
     }
 
     private let state = Mutex(State())
@@ -45,10 +48,28 @@ public final class EventLog: Sendable {
     /// batch's journal records them.
     private let record: (@Sendable (Int, String, String) -> Void)?
 
-    init(delivery: Delivery? = nil, record: (@Sendable (Int, String, String) -> Void)? = nil) {
+    /// `visibleBelow`: the first id the journal has not yet reserved (nil: nothing waits).
+    init(delivery: Delivery? = nil, record: (@Sendable (Int, String, String) -> Void)? = nil, visibleBelow: Int? = nil) {
         self.delivery = delivery
         self.record = record
+        if let visibleBelow { state.withLock { $0.visibleBelow = visibleBelow } }
     }
+
+    /// The journal has committed the ids below `id`: the events it covers may be read. A
+    /// client must never see an id that a restart could give again, and waiting for the
+    /// commit on the appending thread would block it under this lock and the batch's (a slow
+    /// disk would stall the transfer loop), so the events wait here instead, and this wakes
+    /// their readers once the commit is in.
+    func release(below id: Int) {
+        let subscribers = state.withLock { state -> [EventSubscriber] in
+            guard id > state.visibleBelow else { return [] }
+            let wasHeld = state.events.last.map { $0.id >= state.visibleBelow } ?? false
+            state.visibleBelow = id
+            return wasHeld ? Array(state.subscribers.values) : []
+        }
+        wakeLater(subscribers)
+    }
+
 
     /// Puts back an event recorded before a restart, with its id (ids must increase).
     func restore(id: Int, _ name: String, _ json: String) {
@@ -175,12 +196,15 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Events from `index` on (at most `limit`), and whether the log is finished.
+    /// Readable events from `index` on (at most `limit`), and whether the log is finished
+    /// with every event readable.
     func events(from index: Int, limit: Int = 64) -> (events: ArraySlice<Event>, finished: Bool) {
         state.withLock { state in
-            let end = min(state.events.count, index + limit)
+            var end = min(state.events.count, index + limit)
+            while end > index, state.events[end - 1].id >= state.visibleBelow { end -= 1 }
             let slice = index < end ? state.events[index..<end] : []
-            return (slice, state.finished)
+            let allVisible = (state.events.last?.id ?? 0) < state.visibleBelow
+            return (slice, state.finished && allVisible)
         }
     }
 

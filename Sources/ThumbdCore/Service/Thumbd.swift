@@ -110,8 +110,21 @@ public final class Thumbd: Service, Sendable {
 
     public func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
+        // Each part that starts threads or holds files says how it stops; a start that fails
+        // part way (the port taken, a bad metrics address) stops them, the last started first.
+        var started: [@Sendable () -> Void] = []
+        do {
+            try start(started: &started)
+        } catch {
+            for stop in started.reversed() { stop() }
+            throw error
+        }
+    }
+
+    private func start(started: inout [@Sendable () -> Void]) throws {
         let configuration = configuration
         let serverConfiguration = try configuration.server.httpServer()
+        let metricsListen = try configuration.metrics.listenAddress()
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
@@ -122,10 +135,13 @@ public final class Thumbd: Service, Sendable {
             // What the operator can act on: the file, the setting that names it, the reason.
             throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
         }
+        started.append { store.close() }
         let loop = TransferLoops(configuration: configuration.upstream.transferLoop(policy: policy),
                                  threads: configuration.upstream.threads, logger: logger)
+        started.append { loop.shutdown() }
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
+        started.append { stage.drain() }
         // libvips's warnings and its libraries' (through GLib) join this log, at most
         // `libraryLogLines` a minute: a grid of AVIFs can say "ignoring nclx profile" per tile.
         let libraryLog = RateLimitedLog(linesPerWindow: Self.libraryLogLines, window: .seconds(60))
@@ -142,20 +158,21 @@ public final class Thumbd: Service, Sendable {
         do {
             thumbnailer = try Thumbnailer(configuration: configuration.thumbnails.thumbnailer)
         } catch {
-            loop.shutdown()
-            store.close()
             throw ThumbdError(error)
         }
         let metrics = DaemonMetrics(storeCapacity: configuration.store.maxBytes)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)
+        started.append { lane.stop() }
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
                                      autoFormats: configuration.thumbnails.autoFormats,
                                      streams: configuration.thumbnails.streams, logger: logger)
+        started.append { variants.stop() }
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)
+        started.append { batches.stop() }
         let status = StatusBox()
         let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
@@ -169,21 +186,11 @@ public final class Thumbd: Service, Sendable {
                 storeWriteFailures: store.writeFailures, eventStreams: batches.openStreams, batchesRunning: counts.running,
                 requestsWaiting: serverBox.server?.suspendedConnections ?? 0)
         }
-        let metricsListen: ListenAddress?
-        do {
-            metricsListen = try configuration.metrics.listenAddress()
-        } catch {
-            loop.shutdown()
-            stage.drain()
-            batches.stop()
-            store.close()
-            throw error
-        }
         let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy, signer: signer),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
                             admin: admin, health: {
             do {
-                _ = try store.lookup("thumbd:healthz")  // a read on a pooled connection
+                try store.probe()  // a read of the file itself, on a pooled connection
             } catch {
                 return .unhealthy
             }
@@ -201,23 +208,15 @@ public final class Thumbd: Service, Sendable {
         let metricsServer: HTTPServer?
         do throws(HTTPServerError) {
             server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
+            started.append { server.stop() }
             serverBox.set(server)
-            do throws(HTTPServerError) {
-                var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
-                metricsConfiguration.threads = 1
-                metricsConfiguration.maxConnections = 64
-                metricsConfiguration.serverHeader = "thumbd"
-                metricsServer = metricsListen == nil ? nil
-                    : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
-            } catch {
-                server.stop()
-                throw error
-            }
+            var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
+            metricsConfiguration.threads = 1
+            metricsConfiguration.maxConnections = 64
+            metricsConfiguration.serverHeader = "thumbd"
+            metricsServer = metricsListen == nil ? nil
+                : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
         } catch {
-            loop.shutdown()
-            stage.drain()
-            batches.stop()
-            store.close()
             throw ThumbdError(error)
         }
         status.set { [coalescer, server, batches] in

@@ -73,20 +73,15 @@ struct ThumbHandler: Sendable {
     private static func answer(_ outcome: FlightOutcome, role: FlightRole, stale: CachedObject?,
                                conditions: Conditions, placeholder: Placeholder?, counters: CacheCounters, vary: Bool = false) -> Response {
         let now = ObjectSource.now()
-        switch outcome {
-        case .success(let object):
-            let result = CacheResult.of(role, object)
+        switch Settled(outcome, role: role, stale: stale) {
+        case .object(let object, let result):
             counters.count(result)
             return image(object, cache: result.rawValue, conditions: conditions, now: now, vary: vary)
-        case .failure(let error):
-            // Upstream is failing but we still hold the old copy: stale beats an error
-            // (not for 404/410, where the origin told us the image is gone, and not when
-            // the origin said must-revalidate).
-            if let stale, error.status >= 500, stale.graceSeconds != Freshness.mustRevalidate {
-                return staleAnswer(stale, conditions: conditions, counters: counters, now: now, vary: vary)
-            }
+        case .stale(let stale):
+            return staleAnswer(stale, conditions: conditions, counters: counters, now: now, vary: vary)
+        case .failure(let error, let result):
             let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
-            return failure(error, cache: CacheResult.of(role, nil).rawValue, placeholder: placeholder, maxAge: maxAge)
+            return failure(error, cache: result.rawValue, placeholder: placeholder, maxAge: maxAge)
         }
     }
 

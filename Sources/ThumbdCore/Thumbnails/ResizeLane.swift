@@ -266,8 +266,10 @@ final class ResizeLane: Sendable {
             ThreadPriority.lower(threadsNamed: Self.libvipsThreads, to: configuration.niceness)
             let watchdog = DispatchWorkItem { [task] in
                 guard task.isRunning else { return }
-                control.cancel()
+                // The waiters are answered the timeout first: stopped first, the resize could
+                // return and answer them `shutting_down` (a cancelled resize's answer) before it.
                 task.timeOut()
+                control.cancel()
             }
             let slack = configuration.timeLimit + configuration.watchdogSlack
             watchdogs.asyncAfter(deadline: .now() + .nanoseconds(Int(slack / .nanoseconds(1))), execute: watchdog)
