@@ -101,13 +101,13 @@ final class BatchJournal: Sendable {
 
     /// Told the first id not yet reserved each time a reservation commits: the batch's log
     /// lets its readers see the events below it (`EventLog.release(below:)`).
-    private let committedHandler = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    private let committedHandler = Slot<@Sendable (Int) -> Void>()
 
     /// The first id a reservation has not committed yet: the log's readers see the events below it.
     var committedBelow: Int { reservation.withLock { $0.committed } }
 
     func onCommit(_ handler: @escaping @Sendable (Int) -> Void) {
-        committedHandler.withLock { $0 = handler }
+        committedHandler.set(handler)
     }
 
     /// Keeps the committed reservation ahead of `eventID`: the next block is asked for when
@@ -129,6 +129,6 @@ final class BatchJournal: Sendable {
     }
 
     private func committed(below id: Int) {
-        committedHandler.withLock { $0 }?(id)
+        committedHandler.value?(id)
     }
 }
