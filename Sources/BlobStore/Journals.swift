@@ -72,14 +72,14 @@ extension CacheStore {
     }
 
     /// Deletes the journals finished before `finishedBefore`, then the oldest finished ones
-    /// past `keepFinished`, with their entries.
+    /// past `keepFinished` (in the same second, the first opened), with their entries.
     public func pruneJournals(finishedBefore: Int64, keepFinished: Int) {
         journalWrite("store.journal.prune") { db in
             try db.transaction {
                 try db.cached(
                     """
                     DELETE FROM journals WHERE finished_at IS NOT NULL AND (finished_at < ? OR id NOT IN
-                        (SELECT id FROM journals WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?))
+                        (SELECT id FROM journals WHERE finished_at IS NOT NULL ORDER BY finished_at DESC, rowid DESC LIMIT ?))
                     """
                 ).run([.integer(finishedBefore), .integer(Int64(keepFinished))])
                 try db.cached("DELETE FROM journal_entries WHERE journal NOT IN (SELECT id FROM journals)").run()
@@ -87,11 +87,11 @@ extension CacheStore {
         }
     }
 
-    /// Every journal with its entries, oldest first (at start-up).
+    /// Every journal with its entries, in the order they were opened (at start-up).
     public func loadJournals() throws -> [Journal] {
         try onWriter { db in
             var journals: [Journal] = []
-            let rows = try db.cached("SELECT id, definition, created_at, finished_at, reserved FROM journals ORDER BY created_at, id")
+            let rows = try db.cached("SELECT id, definition, created_at, finished_at, reserved FROM journals ORDER BY created_at, rowid")
             while try rows.step() {
                 journals.append(Journal(id: rows.text(0) ?? "", definition: rows.blob(1), createdAt: rows.int64(2),
                                         finishedAt: rows.isNull(3) ? nil : rows.int64(3), reserved: Int(rows.int64(4)), entries: []))

@@ -127,7 +127,7 @@ struct BatchRestartTests {
         defer { second.stop() }
         #expect(try await request(second.port, "/batches/\(ids[0])").status == 404)
         let kept = try await second.allEvents("/batches/\(ids[2])/events").parser.events
-        let done = try #require(kept.first { $0.type == "done" })
+        let done = try #require(kept.first { $0.type == "done" }, "\(kept.map { "\($0.lastEventID) \($0.type) \($0.data.prefix(120))" })")
         #expect(payload(done)["inline"] == nil && payload(done)["src"] is String)  // src answers the same bytes
     }
 }

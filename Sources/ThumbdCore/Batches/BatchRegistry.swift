@@ -156,7 +156,8 @@ final class BatchRegistry: Sendable {
     func restore(_ journals: [Journal], logger: Logger) -> Int {
         let now = ObjectSource.now()
         var restored = 0
-        for journal in journals {
+        var previous: ContinuousClock.Instant?
+        for journal in journals {  // in the order they were created
             if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
             guard let definition = BatchJournal.definition(of: journal),
                   var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
@@ -166,12 +167,16 @@ final class BatchRegistry: Sendable {
                 continue
             }
             request.fromOwnPage = definition.fromOwnPage ?? false
+            // Journals keep whole seconds: batches started in the same one keep their order.
+            var started = ContinuousClock.now - .seconds(max(0, now - journal.createdAt))
+            if let previous, started <= previous { started = previous + .nanoseconds(1) }
+            previous = started
             let batch = Batch(id: journal.id, items: request.items,
                               progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
                               cancelOffscreen: request.cancelOffscreen,
                               yieldsOffscreen: yieldsOffscreen(request),
                               journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),
-                              started: .now - .seconds(max(0, now - journal.createdAt)))
+                              started: started)
             batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
             batch.log.skip(to: journal.reserved)
             batches.withLock { $0[journal.id] = batch }
@@ -380,7 +385,7 @@ final class BatchRegistry: Sendable {
             if !removed.isEmpty { source.store.deleteJournals(ids: removed) }
         }
         batches.withLock { batches in
-            var finished: [(id: String, at: ContinuousClock.Instant, bytes: Int)] = []
+            var finished: [(id: String, at: ContinuousClock.Instant, started: ContinuousClock.Instant, bytes: Int)] = []
             for (id, batch) in batches {
                 guard let at = batch.finishedAt else { continue }
                 ended.append(id)
@@ -388,12 +393,14 @@ final class BatchRegistry: Sendable {
                     batches[id] = nil
                     removed.append(id)
                 } else {
-                    finished.append((id, at, batch.retainedBytes))
+                    finished.append((id, at, batch.started, batch.retainedBytes))
                 }
             }
             var bytes = finished.reduce(0) { $0 + $1.bytes }
             var count = finished.count
-            for oldest in finished.sorted(by: { $0.at < $1.at }) {
+            // Restored batches finished in the same second (journals keep whole seconds) go
+            // in the order they were created.
+            for oldest in finished.sorted(by: { ($0.at, $0.started) < ($1.at, $1.started) }) {
                 guard count > configuration.maxKept || bytes > configuration.maxKeptBytes else { break }
                 batches[oldest.id] = nil
                 removed.append(oldest.id)
