@@ -24,7 +24,7 @@ public final class CacheStore: Sendable {
         public var accessFlushMilliseconds = 1000
         /// A write waits this long for others to commit with it (0: none). The object is
         /// served from memory meanwhile; only SQLite sees it later.
-        public var commitDelayMilliseconds = 0
+        public var commitDelayMilliseconds = 20
 
         public init(path: String) { self.path = path }
     }

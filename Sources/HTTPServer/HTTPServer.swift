@@ -31,7 +31,7 @@ public final class HTTPServer: Sendable {
         /// The `Server` header on every answer (none when nil).
         public var serverHeader: String?
 
-        public init(listen: ListenAddress) { self.listen = listen }
+        public init(listen: ListenAddress = .loopback8080) { self.listen = listen }
     }
 
     private let core: ServerCore
@@ -156,6 +156,15 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { ip.isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// 127.0.0.1:8080: loopback only, the port nginx's and many proxies' examples use.
+    public static let loopback8080 = ListenAddress(host: "127.0.0.1", port: 8080)
+
+    private init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+        ip = IPAddress(bytes: [127, 0, 0, 1])!  // four bytes are always an address
+    }
 }
 
 /// The daemon handle: created once, stopped once, used by `HTTPServer` only.

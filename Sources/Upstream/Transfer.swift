@@ -72,7 +72,7 @@ final class Transfer {
         // (ALPN) rather than open one per transfer of a burst; they then share it. Plain
         // http:// is always HTTP/1.1 here, and never waits.
         if job.url.hasPrefix("https://") { long(CURLOPT_PIPEWAIT, 1) }
-        string(CURLOPT_USERAGENT, c.userAgent)
+        if let userAgent = c.userAgent { string(CURLOPT_USERAGENT, userAgent) }
         string(CURLOPT_ACCEPT_ENCODING, "identity")
         if let caFile = c.caFile { string(CURLOPT_CAINFO, caFile) }
         // Only the configured proxy, never one from the environment: curl would otherwise

@@ -39,7 +39,8 @@ public final class TransferLoop: Sendable {
         /// A larger body is refused, checked while it streams in.
         public var maxObjectBytes = 20 << 20
         public var maxRedirects = 5
-        public var userAgent = "thumbd"
+        /// The User-Agent sent to origins (nil: none); the product names its release here.
+        public var userAgent: String?
         /// PEM file of the certificate authorities trusted for https origins; nil: the
         /// system's. Verification is always on.
         public var caFile: String?

@@ -18,28 +18,87 @@ struct ConfigurationTests {
         try configuration.upstream.validate()
     }
 
-    @Test("the shipped config/thumbd.yaml states the defaults")
+    @Test("the shipped config/thumbd.yaml states the defaults, every one of them")
     func shippedFile() async throws {
         let file = Self.packageRoot.appendingPathComponent("config/thumbd.yaml").path
         let loaded = try await ThumbdConfiguration.load(file: file, environment: [:])
-        let defaults = ThumbdConfiguration()
-        #expect(loaded.server.listen == defaults.server.listen)
-        #expect(loaded.server.maxConnections == defaults.server.maxConnections)
-        #expect(loaded.store.maxBytes == defaults.store.maxBytes)
-        #expect(loaded.upstream.maxPerHost == defaults.upstream.maxPerHost)
-        #expect(loaded.upstream.threads == defaults.upstream.threads)
-        #expect(loaded.upstream.allowPrivateNetworks == defaults.upstream.allowPrivateNetworks)
-        #expect(loaded.upstream.allowHosts == defaults.upstream.allowHosts)
-        #expect(loaded.thumbnails.workers == defaults.thumbnails.workers)
-        #expect(loaded.thumbnails.maxQueued == defaults.thumbnails.maxQueued)
-        #expect(loaded.thumbnails.maxMemoryBytes == defaults.thumbnails.maxMemoryBytes)
-        #expect(loaded.thumbnails.maxAVIFPixels == defaults.thumbnails.maxAVIFPixels)
-        #expect(loaded.thumbnails.timeLimitSeconds == defaults.thumbnails.timeLimitSeconds)
-        #expect(loaded.thumbnails.autoFormats == defaults.thumbnails.autoFormats)
-        #expect(loaded.batches.offscreenCancelSeconds == defaults.batches.offscreenCancelSeconds)
-        #expect(loaded.batches.screenFirstMilliseconds == defaults.batches.screenFirstMilliseconds)
-        #expect(loaded.batches.maxInlineBytes == defaults.batches.maxInlineBytes)
-        #expect(loaded.log.level == defaults.log.level && loaded.log.format == defaults.log.format && loaded.log.file == nil)
+        // The whole configuration, field by field (a field added later is compared too).
+        #expect(String(reflecting: loaded) == String(reflecting: ThumbdConfiguration()))
+    }
+
+    /// A default as the README's table or the settings file writes it, in one spelling:
+    /// backticks and a parenthesized note dropped, sizes in bytes, "empty" and "none" as "".
+    static func normalized(_ text: String) -> String {
+        var value = text.replacingOccurrences(of: "`", with: "").trimmingCharacters(in: .whitespaces)
+        value = value.replacing(/\s*\(.*\)$/, with: "")
+        if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+        if ["empty", "none", "[]"].contains(value) { return "" }
+        if let match = value.wholeMatch(of: /(\d+) (KiB|MiB|GiB)/), let number = Int(match.output.1) {
+            let shift = ["KiB": 10, "MiB": 20, "GiB": 30][String(match.output.2)]!
+            return String(number << shift)
+        }
+        return value
+    }
+
+    /// The settings table of the README: each key (a row may name two, `a` / `b`) with its default.
+    static func readmeDefaults() throws -> (keys: [String: String], rows: Int) {
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
+        let header = try #require(lines.firstIndex { $0.hasPrefix("| key | environment | default |") })
+        var keys: [String: String] = [:]
+        var rows = 0
+        for line in lines[(header + 2)...] {
+            guard line.hasPrefix("|") else { break }  // the table ends at its first other line
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 5 else { continue }
+            rows += 1
+            let names = cells[1].replacingOccurrences(of: "`", with: "").components(separatedBy: " / ")
+            let defaults = cells[3].components(separatedBy: " / ")
+            let section = names[0].split(separator: ".").first.map(String.init) ?? ""
+            for (index, name) in names.enumerated() {
+                let key = name.contains(".") ? name : section + "." + name
+                keys[key] = normalized(defaults.count == names.count ? defaults[index] : cells[3])
+            }
+        }
+        return (keys, rows)
+    }
+
+    /// The settings file's keys with their values; a key shown commented out (`# workers: 2`)
+    /// has none (it is set by the machine, or has no default).
+    static func fileDefaults() throws -> [String: String?] {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("config/thumbd.yaml"), encoding: .utf8)
+        var section = ""
+        var keys: [String: String?] = [:]
+        for line in text.split(separator: "\n") {
+            if let match = line.wholeMatch(of: /([a-z]+):\s*/) {
+                section = String(match.output.1)
+            } else if let match = line.wholeMatch(of: /\s\s([a-zA-Z]+): (.*)/) {
+                keys[section + "." + match.output.1] = normalized(String(match.output.2))
+            } else if let match = line.wholeMatch(of: /\s\s# ([a-zA-Z]+): (.*)/),
+                      SettingNames.known.contains(section + "." + match.output.1) {
+                keys[section + "." + match.output.1] = .some(nil)
+            }
+        }
+        return keys
+    }
+
+    @Test("the README's settings table, config/thumbd.yaml and the code name the same settings with the same defaults")
+    func settingsAgree() throws {
+        let known = Set(SettingNames.known)
+        let readme = try Self.readmeDefaults()
+        let file = try Self.fileDefaults()
+        #expect(known.count > 60, "the settings were not read: \(known.sorted())")
+        #expect(Set(readme.keys.keys) == known,
+                "in the README's table but no setting: \(Set(readme.keys.keys).subtracting(known).sorted()); missing: \(known.subtracting(readme.keys.keys).sorted())")
+        #expect(Set(file.keys) == known,
+                "in config/thumbd.yaml but no setting: \(Set(file.keys).subtracting(known).sorted()); missing: \(known.subtracting(file.keys).sorted())")
+        for (key, value) in file {
+            guard let value, let documented = readme.keys[key] else { continue }
+            #expect(documented == value, "\(key): the README says \(documented), config/thumbd.yaml \(value)")
+        }
+        // The user agent names the release (the file shows it commented out: a copy of the
+        // file must not hold an old release's name).
+        #expect(ThumbdConfiguration().upstream.userAgent == "thumbd/" + BuildInfo.version)
     }
 
     @Test("the grid's settings are read and checked: auto's formats, screen first, inline tiles")

@@ -1,33 +1,36 @@
 public import Configuration
 import HTTPServer
-import HTTPServer
+
+/// The server's own defaults: each setting below that the server uses starts from it, so a
+/// default is written once, where the value is used.
+private let serverDefaults = HTTPServer.Configuration()
 
 /// How thumbd listens and how many connections it holds. Keys live under `server.`.
 public struct ServerConfiguration: Sendable {
     /// `server.listen`: HOST:PORT to listen on. Port 0 picks a free port (tests).
-    public var listen = "127.0.0.1:8080"
+    public var listen = serverDefaults.listen.description
     /// `server.threads`: libmicrohttpd worker threads (epoll, one event loop each).
-    public var threads = 2
+    public var threads = serverDefaults.threads
     /// `server.maxConnections`: open client connections, idle and suspended included.
-    public var maxConnections = 10_000
+    public var maxConnections = serverDefaults.maxConnections
     /// `server.listenBacklog`: kernel accept queue length.
-    public var listenBacklog = 4096
+    public var listenBacklog = serverDefaults.listenBacklog
     /// `server.idleTimeoutSeconds`: an idle keep-alive connection is closed after this.
-    public var idleTimeoutSeconds = 60
+    public var idleTimeoutSeconds = Int(serverDefaults.idleTimeout / .seconds(1))
     /// `server.requestTimeoutSeconds`: a request's headers and body must arrive within this
     /// of its request line (a client trickling bytes is closed with 408). Before the request
     /// line, `idleTimeoutSeconds` applies, whatever the client sends.
-    public var requestTimeoutSeconds = 20
+    public var requestTimeoutSeconds = Int(serverDefaults.requestTimeout / .seconds(1))
     /// Query parameters one request may carry; more get 414 (libmicrohttpd keeps a record
     /// per parameter in the connection pool, which `maxRequestBytes` bounds).
-    public static let maxQueryParameters = 64
+    public static let maxQueryParameters = serverDefaults.maxQueryParameters
     /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414. It is also
     /// libmicrohttpd's per-connection memory pool, which it zeroes for every request and
     /// which every open event stream holds: 8 KB (twice the URL limit) instead of 32 KB
     /// was measured faster on hits and 40 MB smaller at 10,000 streams.
-    public var maxRequestBytes = 8 * 1024
+    public var maxRequestBytes = serverDefaults.maxRequestBytes
     /// `server.maxBodyBytes`: a request body larger than this is refused with 413.
-    public var maxBodyBytes = 1 << 20
+    public var maxBodyBytes = serverDefaults.maxBodyBytes
     /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
     public var shutdownGraceSeconds = 5.0
 

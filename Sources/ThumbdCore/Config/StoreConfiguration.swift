@@ -1,19 +1,23 @@
 import BlobStore
 public import Configuration
 
+/// The store's own defaults: each setting below that the store uses starts from it, so a
+/// default is written once, where the value is used.
+private let storeDefaults = CacheStore.Configuration(path: "var/thumbd.sqlite")
+
 /// The SQLite cache. Keys live under `store.`.
 public struct StoreConfiguration: Sendable {
     /// `store.path`: the database file (WAL mode; `-wal` and `-shm` files sit beside it).
-    public var path = "var/thumbd.sqlite"
+    public var path = storeDefaults.path
     /// `store.maxBytes`: total size of cached bodies; least recently used objects go first.
-    public var maxBytes: Int64 = 1 << 30
+    public var maxBytes = storeDefaults.maxBytes
     /// `store.defaultTTLSeconds`: freshness when the origin sends no max-age or Expires.
     public var defaultTTLSeconds = 86_400
     /// `store.maxTTLSeconds`: an origin's max-age is capped at this.
     public var maxTTLSeconds = 30 * 86_400
     /// `store.memoryBytes`: recently served objects also kept in memory, in front of SQLite
     /// (0 turns it off). Objects larger than 1/16 of it are never kept there.
-    public var memoryBytes = 64 << 20
+    public var memoryBytes = storeDefaults.memoryBytes
     /// `store.graceSeconds`: an expired object is still answered at once for this long
     /// (or the origin's longer `stale-while-revalidate`) while one background refresh
     /// runs, as Varnish's default grace. 0 turns it off: requests wait for the refresh.
@@ -21,11 +25,11 @@ public struct StoreConfiguration: Sendable {
     /// `store.negativeTTLSeconds`: how long an upstream 404/410 is remembered.
     public var negativeTTLSeconds = 60
     /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
-    public var accessFlushMilliseconds = 1000
+    public var accessFlushMilliseconds = storeDefaults.accessFlushMilliseconds
     /// `store.commitDelayMilliseconds`: a store write waits this long for the writes after
     /// it, so that a burst of fetches commits in one transaction after the burst rather than
     /// in many during it (0: commit as soon as the writer is free).
-    public var commitDelayMilliseconds = 20
+    public var commitDelayMilliseconds = storeDefaults.commitDelayMilliseconds
 
     public init() {}
 

@@ -2,16 +2,20 @@ public import Configuration
 import Foundation
 import Thumbnailer
 
+/// The thumbnailer's own defaults: each setting below that it uses starts from it, so a
+/// default is written once, where the value is used.
+private let thumbnailerDefaults = Thumbnailer.Configuration()
+
 /// Resizing with libvips. Keys live under `thumbnails.`.
 public struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.maxSourcePixels`: a source with more pixels (width × height, from its
     /// header, before any decode) is refused with 422 `image_too_large`. imgproxy's default.
-    public var maxSourcePixels = 50_000_000
+    public var maxSourcePixels = thumbnailerDefaults.maxSourcePixels
     /// `thumbnails.maxOutputPixels`: a larger `w` × `h` is refused with 400 `output_too_large`.
-    public var maxOutputPixels = 16_000_000
+    public var maxOutputPixels = thumbnailerDefaults.maxOutputPixels
     /// `thumbnails.timeLimitSeconds`: one resize's decode and encode; past it libvips's
     /// evaluation is killed and the answer is 503 `resize_timeout`.
-    public var timeLimitSeconds = 10.0
+    public var timeLimitSeconds = Double(thumbnailerDefaults.timeLimit / .milliseconds(1)) / 1000
     /// `thumbnails.workers`: resizes that run at once, each on its own thread (the resize
     /// lane); the cheap work never waits for them. Default: the number of cores.
     public var workers = ProcessInfo.processInfo.activeProcessorCount
@@ -30,11 +34,11 @@ public struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
     /// estimate made from each image's header before it is decoded. A resize waits until its
     /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
-    public var maxMemoryBytes = 512 << 20
+    public var maxMemoryBytes = thumbnailerDefaults.maxMemoryBytes
     /// `thumbnails.maxAvifPixels`: the largest AVIF thumbnail (libheif's encode is one call
     /// that cannot be stopped, so its size bounds its time). Larger: `format=auto` encodes
     /// WebP instead, `format=avif` is refused (422 `resize_too_costly`).
-    public var maxAVIFPixels = 2_500_000
+    public var maxAVIFPixels = thumbnailerDefaults.maxAVIFPixels
     /// `thumbnails.autoFormats`: what `format=auto` may answer, most preferred first; it
     /// answers the first the client's `Accept` lists (JPEG when none). JPEG first by
     /// default: for grid tiles it encodes 2-12x faster than WebP and 5-18x faster than AVIF

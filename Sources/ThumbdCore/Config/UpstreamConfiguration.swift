@@ -1,34 +1,38 @@
 public import Configuration
 import Upstream
 
+/// The transfer loop's own defaults: each setting below that the loop uses starts from it,
+/// so a default is written once, where the value is used.
+private let loopDefaults = TransferLoop.Configuration()
+
 /// How thumbd talks to origins. Keys live under `upstream.`.
 public struct UpstreamConfiguration: Sendable {
     /// `upstream.threads`: transfer loops, each a thread with its own curl multi handle
     /// and connections; the limits below are shared out among them (see `TransferLoops`).
     public var threads = 2
     /// `upstream.maxConcurrent`: transfers running at once, all hosts together.
-    public var maxConcurrent = 256
+    public var maxConcurrent = loopDefaults.maxConcurrent
     /// `upstream.maxPerHost`: a politeness cap on transfers running at once to one host;
     /// 0 (the default) for none beyond `maxConnectionsPerHost`.
-    public var maxPerHost = 0
+    public var maxPerHost = loopDefaults.maxPerHost
     /// `upstream.maxConnectionsPerHost`: connections open at once to one host. Over
     /// HTTP/1.1 that is the transfers running to it; HTTP/2 origins multiplex many
     /// transfers over one connection.
-    public var maxConnectionsPerHost = 128
+    public var maxConnectionsPerHost = loopDefaults.maxConnectionsPerHost
     /// `upstream.maxQueued`: fetches waiting for a slot; past this a new fetch gets 503 at once.
-    public var maxQueued = 10_000
+    public var maxQueued = loopDefaults.maxQueued
     /// `upstream.connectTimeoutMilliseconds`: TCP + TLS connect.
-    public var connectTimeoutMilliseconds = 5_000
+    public var connectTimeoutMilliseconds = loopDefaults.connectTimeoutMilliseconds
     /// `upstream.timeoutMilliseconds`: the whole transfer, redirects included.
-    public var timeoutMilliseconds = 30_000
+    public var timeoutMilliseconds = loopDefaults.timeoutMilliseconds
     /// `upstream.lowSpeedBytesPerSecond` / `upstream.lowSpeedSeconds`: abort a transfer
     /// slower than this for this long.
-    public var lowSpeedBytesPerSecond = 1_024
-    public var lowSpeedSeconds = 10
+    public var lowSpeedBytesPerSecond = loopDefaults.lowSpeedBytesPerSecond
+    public var lowSpeedSeconds = loopDefaults.lowSpeedSeconds
     /// `upstream.maxObjectBytes`: a larger body is refused (502), checked while it streams in.
-    public var maxObjectBytes = 20 << 20
+    public var maxObjectBytes = loopDefaults.maxObjectBytes
     /// `upstream.maxRedirects`: redirects followed before giving up (502).
-    public var maxRedirects = 5
+    public var maxRedirects = loopDefaults.maxRedirects
     /// `upstream.allowPrivateNetworks`: allow loopback, private, link-local and multicast
     /// destinations. Off by default: thumbd must not become a way into the local network.
     public var allowPrivateNetworks = false
@@ -36,8 +40,8 @@ public struct UpstreamConfiguration: Sendable {
     public var allowHosts: [String] = []
     /// `upstream.abortWhenAbandoned`: abort a transfer when its last waiter has gone.
     public var abortWhenAbandoned = true
-    /// `upstream.userAgent`: the User-Agent sent to origins.
-    public var userAgent = "thumbd/0.1 (+https://github.com/thumbd)"
+    /// `upstream.userAgent`: the User-Agent sent to origins: `thumbd/` and the release.
+    public var userAgent = "thumbd/" + BuildInfo.version
     /// `upstream.caFile`: a PEM file of certificate authorities to trust for https origins
     /// instead of the system's. Verification itself cannot be turned off.
     public var caFile: String?

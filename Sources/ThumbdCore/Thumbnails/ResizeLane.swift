@@ -25,10 +25,11 @@ import Upstream
 ///   stop): the task keeps its worker and its memory until it really returns.
 final class ResizeLane: Sendable {
     struct Configuration: Sendable {
-        var workers = ProcessInfo.processInfo.activeProcessorCount
-        var maxQueued = 64
-        var maxMemoryBytes = 512 << 20
-        var timeLimit: Duration = .seconds(10)
+        // What `thumbnails.*` sets (ThumbnailConfiguration holds the defaults).
+        var workers: Int
+        var maxQueued: Int
+        var maxMemoryBytes: Int
+        var timeLimit: Duration
         /// How long after the time limit the watchdog answers for a resize still running.
         var watchdogSlack: Duration = .milliseconds(500)
         /// The nice value of the resize threads (the rest of the daemon runs at 0).
@@ -170,7 +171,7 @@ final class ResizeLane: Sendable {
 
     var isStopped: Bool { state.withLock { $0.stopped } }
 
-    /// The nice value of the resize threads unless configured (`thumbnails.niceness`).
+    /// The nice value of the resize threads (not a setting: the daemon runs at 0).
     static let defaultNiceness: Int32 = 10
     /// The name libvips gives the threads that compute tiles: the work runs there, not on
     /// the lane's thread, which waits.
