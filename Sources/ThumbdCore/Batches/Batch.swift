@@ -59,7 +59,7 @@ public final class Batch: Sendable {
         }
     }
 
-    private struct State {
+    struct State {
         var items: [Item]
         var done = 0
         var failed = 0
@@ -89,28 +89,12 @@ public final class Batch: Sendable {
     /// Starts items that were deferred (set by the registry); called outside the lock.
     let startDeferred = Slot<@Sendable ([Int]) -> Void>()
 
-    /// Holds `indices` back until the items on screen have finished.
-    func deferUntilScreenDone(_ indices: [Int]) {
-        let released = state.withLock { state -> [Int] in
-            state.deferred.formUnion(indices)
-            return state.releasable()
-        }
-        start(released)
-    }
-
-    /// Starts every deferred item now (the wait for the screen has lasted long enough).
-    func releaseDeferred() {
-        let released = state.withLock { state -> [Int] in
-            defer { state.deferred = [] }
-            return state.deferred.sorted()
-        }
-        start(released)
-    }
-
-    private func start(_ indices: [Int]) {
-        guard !indices.isEmpty, let start = startDeferred.value else { return }
-        start(indices)
-    }
+    /// With screen first: an item that leaves the screen before half its original has come
+    /// gives way to the new screen. Its download is left (aborted when nobody else waits)
+    /// and it waits among the deferred, as an item never shown does, until the new screen
+    /// is done: a scrolled-away screen's downloads would otherwise share the network, the
+    /// origin and the cores with the one now shown.
+    let yieldsOffscreen: Bool
 
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
     let cancelOffscreen: Bool
@@ -122,7 +106,7 @@ public final class Batch: Sendable {
     let journal: BatchJournal?
     let started: ContinuousClock.Instant
     private let progressInterval: Duration
-    private let state: Mutex<State>
+    let state: Mutex<State>  // internal: the extensions in Batch+*.swift take it too
 
     init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery,
          cancelOffscreen: Bool = false, yieldsOffscreen: Bool = false, journal: BatchJournal? = nil,
@@ -161,55 +145,6 @@ public final class Batch: Sendable {
     }
     private let finishedBytes = Mutex<Int?>(nil)
 
-    // MARK: Restoring
-
-    /// Puts back what the journal recorded before a restart: each event into the log, with
-    /// its id, and each item's state from it. `finishedAgo`: when the batch had ended.
-    func restore(_ entries: [Journal.Entry], finishedAgo: Duration?) {
-        state.withLock { state in
-            for entry in entries {
-                let json = String(decoding: entry.data.array, as: UTF8.self)
-                log.restore(id: entry.sequence, entry.kind, json)
-                let fields = (try? JSONSerialization.jsonObject(with: Data(entry.data.array))) as? [String: Any] ?? [:]
-                guard let index = fields["index"] as? Int, state.items.indices.contains(index) else { continue }
-                var item = state.items[index]
-                let was = item.state
-                switch entry.kind {
-                case "done", "failed", "cancelled":
-                    let now = ItemState(rawValue: entry.kind) ?? .failed
-                    if was == .cancelled { state.cancelled -= 1 }  // cancelled off screen, then made after all
-                    if was == .done { state.done -= 1 }
-                    if was == .failed { state.failed -= 1 }
-                    item.state = now
-                    switch now {
-                    case .done: state.done += 1
-                    case .failed: state.failed += 1
-                    default: state.cancelled += 1
-                    }
-                    if fields["preview"] != nil { item.previewSent = true }
-                case "preview":
-                    item.previewSent = true
-                default:
-                    break
-                }
-                state.items[index] = item
-            }
-            if let finishedAgo {
-                state.finishedAt = ContinuousClock.now - finishedAgo
-                _ = log.finish()
-            }
-        }
-    }
-
-    /// Appends `end` if every item has finished (a restored batch whose end was not recorded).
-    func endIfDone() {
-        let woken = state.withLock { endIfComplete(&$0) ?? [] }
-        wake(woken)
-    }
-
-    /// The items still to make (after a restore).
-    var unfinished: [Int] { state.withLock { $0.items.filter { !$0.isTerminal }.map(\.index) } }
-
     // MARK: Transitions
 
     /// The item now waits on a flight (a fetch or a resize): remember how to leave it,
@@ -234,90 +169,9 @@ public final class Batch: Sendable {
     }
 
     /// The progress of `job` so far, as an event for item `index`, if any bytes have come.
-    private func showProgressSoFar(_ index: Int, of job: FetchJob) {
+    func showProgressSoFar(_ index: Int, of job: FetchJob) {
         let sofar = job.progress
         if sofar.received > 0 { progress(index, sofar) }
-    }
-
-    /// What a change of focus asks of the registry.
-    struct FocusChange {
-        /// Items cancelled off screen that are back on it: to start again.
-        var back: [Int] = []
-        /// Items that left the screen with most of their original still to come: put back
-        /// among the deferred, their flights to leave (outside our lock).
-        var yielded: [FlightTicket] = []
-    }
-
-    /// With screen first: an item that leaves the screen before half its original has come
-    /// gives way to the new screen. Its download is left (aborted when nobody else waits)
-    /// and it waits among the deferred, as an item never shown does, until the new screen
-    /// is done: a scrolled-away screen's downloads would otherwise share the network, the
-    /// origin and the cores with the one now shown.
-    let yieldsOffscreen: Bool
-
-    /// What the page says is on screen now (`"focus"` in the POST, `POST …/focus`): those
-    /// items' jobs go to the head of their queues, the others' leave it. Returns the items
-    /// cancelled off screen that are back on it, to start again (state `queued` once more),
-    /// unless the batch has ended, and the flights of the items that yield.
-    func focus(_ indices: Set<Int>, now: ContinuousClock.Instant = .now) -> FocusChange {
-        var deferredNow: [Int] = []
-        var observers: [(FetchJob, UInt64)] = []
-        var cameOnScreen: [(Int, FetchJob)] = []
-        let change = state.withLock { state -> FocusChange in
-            var change = FocusChange()
-            state.screenKnown = true
-            for index in state.items.indices {
-                let onScreen = indices.contains(index)
-                var item = state.items[index]
-                if onScreen {
-                    item.leftScreen = nil
-                } else if item.focused {
-                    item.leftScreen = now  // it was on screen and has just left it
-                    if yieldsOffscreen, !item.isTerminal, state.finishedAt == nil, let ticket = item.ticket,
-                       (item.arrived ?? 0) < 0.5 {
-                        change.yielded.append(ticket)
-                        if let job = item.job, let observer = item.observer { observers.append((job, observer)) }
-                        item.detach()
-                        item.job = nil
-                        item.observer = nil
-                        item.requeue()
-                        state.deferred.insert(index)
-                    }
-                }
-                if onScreen, !item.focused, !item.isTerminal, let job = item.job { cameOnScreen.append((index, job)) }
-                if !item.isTerminal { item.setFocused(onScreen) } else { item.focused = onScreen }
-                if onScreen, item.cancelledOffscreen, state.finishedAt == nil {
-                    item.cancelledOffscreen = false
-                    item.requeue()
-                    state.cancelled -= 1
-                    change.back.append(index)
-                }
-                state.items[index] = item
-            }
-            // Deferred items now on screen start at once; the rest once the screen is done.
-            let shown = state.deferred.intersection(indices)
-            state.deferred.subtract(shown)
-            deferredNow = shown.sorted() + state.releasable()
-            return change
-        }
-        for (job, observer) in observers { job.stopObserving(observer) }
-        // Off screen it sent no progress: on screen, its tile shows where its download stands.
-        for (index, job) in cameOnScreen { showProgressSoFar(index, of: job) }
-        start(deferredNow)
-        return change
-    }
-
-    /// The items on screen now, in index order.
-    var focused: [Int] { state.withLock { $0.items.filter(\.focused).map(\.index) } }
-
-    /// Whether the page shows item `index` now.
-    func isFocused(_ index: Int) -> Bool { state.withLock { $0.items[index].focused } }
-
-    /// With `cancelOffscreen`: cancels the unfinished items that left the screen at least
-    /// `after` ago. Returns the tickets to leave (outside our lock).
-    func cancelOffscreen(after: Duration, now: ContinuousClock.Instant = .now) -> [FlightTicket] {
-        guard cancelOffscreen else { return [] }
-        return cancel(where: { item in item.leftScreen.map { now - $0 >= after } ?? false }, offscreen: true)
     }
 
     func setSource(_ index: Int, src: String) {
@@ -351,44 +205,6 @@ public final class Batch: Sendable {
         }
         wake(woken)
     }
-
-    /// The item's preview, in an event of its own: sent once, before `done` when the tile is
-    /// still being made (or after it, when the image came from the cache without one); not
-    /// for an item that failed or was cancelled.
-    func preview(_ index: Int, _ uri: String) {
-        let woken = state.withLock { state -> [EventSubscriber] in appendPreview(index, uri, &state) }
-        wake(woken)
-    }
-
-    private func appendPreview(_ index: Int, _ uri: String, _ state: inout State) -> [EventSubscriber] {
-        let item = state.items[index]
-        guard state.finishedAt == nil, !item.previewSent, item.state != .failed, item.state != .cancelled else { return [] }
-        state.items[index].previewSent = true
-        return log.append("preview", """
-            {"index":\(index),"id":\(Self.json(item.clientID)),"preview":\(JSONText.quote(uri))}
-            """)
-    }
-
-    /// A preview will be made for an item that is (about to be) done: `end` waits for it.
-    func expectPreview() {
-        state.withLock { state in if state.finishedAt == nil { state.pendingPreviews += 1 } }
-    }
-
-    /// Whether previews announced by `expectPreview` are still awaited (not after a cancel).
-    var awaitsPreviews: Bool { state.withLock { $0.finishedAt == nil && $0.pendingPreviews > 0 } }
-
-    /// The preview `expectPreview` announced is made (`uri`) or will not be (nil).
-    func previewFinished(_ index: Int, _ uri: String?) {
-        let woken = state.withLock { state -> [EventSubscriber] in
-            guard state.finishedAt == nil, state.pendingPreviews > 0 else { return [] }
-            state.pendingPreviews -= 1
-            let woken = uri.map { appendPreview(index, $0, &state) } ?? []
-            return endIfComplete(&state) ?? woken
-        }
-        wake(woken)
-    }
-
-    func previewSent(_ index: Int) -> Bool { state.withLock { $0.items[index].previewSent } }
 
     /// `inline`: the largest image sent inside `done` as a data URI (0: none).
     func succeed(_ index: Int, object: CachedObject, cache: String, preview: String? = nil, inline: Int = 0) {
@@ -442,7 +258,7 @@ public final class Batch: Sendable {
         return cancel(where: { _ in true }, offscreen: false)
     }
 
-    private func cancel(where chosen: (Item) -> Bool, offscreen: Bool) -> [FlightTicket] {
+    func cancel(where chosen: (Item) -> Bool, offscreen: Bool) -> [FlightTicket] {
         var tickets: [FlightTicket] = []
         var observers: [(FetchJob, UInt64)] = []
         let woken = state.withLock { state -> [EventSubscriber] in
@@ -493,7 +309,7 @@ public final class Batch: Sendable {
 
     /// Appends `end` once every item is final. Returns the subscribers to wake then (every
     /// subscriber of the log, the same set the event before it returned: wake them once).
-    private func endIfComplete(_ state: inout State) -> [EventSubscriber]? {
+    func endIfComplete(_ state: inout State) -> [EventSubscriber]? {
         guard state.finishedAt == nil, state.pendingPreviews == 0, state.items.allSatisfy(\.isTerminal) else { return nil }
         state.finishedAt = .now
         let elapsed = Int((ContinuousClock.now - started) / .milliseconds(1))
@@ -503,46 +319,8 @@ public final class Batch: Sendable {
         return log.finish()
     }
 
-    private func wake(_ subscribers: [EventSubscriber]) {
+    func wake(_ subscribers: [EventSubscriber]) {
         delivery.wake(subscribers)
     }
 
-    // MARK: Views
-
-    /// `GET /batches/<id>`: each item's state and the counts.
-    func snapshot() -> String {
-        state.withLock { state in
-            let items = state.items.map { item in
-                """
-                {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),\
-                "src":\(Self.json(item.src)),"state":"\(item.state.rawValue)",\
-                "focused":\(item.focused)}
-                """
-            }
-            let queued = state.items.filter { $0.state == .queued }.count
-            let fetching = state.items.filter { $0.state == .fetching }.count
-            return """
-                {"id":"\(id)","state":"\(state.finishedAt == nil ? "running" : "finished")",\
-                "counts":{"total":\(state.items.count),"queued":\(queued),"fetching":\(fetching),\
-                "done":\(state.done),"failed":\(state.failed),"cancelled":\(state.cancelled)},\
-                "events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]}\n
-                """
-        }
-    }
-
-    /// The 201 answer to `POST /batches`.
-    func created() -> String {
-        state.withLock { state in
-            let items = state.items.map { item in
-                """
-                {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),"src":\(Self.json(item.src))}
-                """
-            }
-            return """
-                {"id":"\(id)","events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]}\n
-                """
-        }
-    }
-
-    static func json(_ text: String?) -> String { text.map(JSONText.quote) ?? "null" }
 }

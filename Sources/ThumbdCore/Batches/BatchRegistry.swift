@@ -10,22 +10,22 @@ import Upstream
 /// coalescer as `/thumb`; sends keepalives to idle streams; forgets finished batches after
 /// `retentionSeconds`.
 final class BatchRegistry: Sendable {
-    private let batches = Mutex<[String: Batch]>([:])
-    private let configuration: BatchConfiguration
-    private let source: ObjectSource
-    private let variants: VariantSource
-    private let policy: DestinationPolicy
-    private let queue = DispatchQueue(label: "thumbd.batches")
+    let batches = Mutex<[String: Batch]>([:])
+    let configuration: BatchConfiguration
+    let source: ObjectSource
+    let variants: VariantSource
+    let policy: DestinationPolicy
+    let queue = DispatchQueue(label: "thumbd.batches")
     private let timer: TimerBox
     /// The lanes that write events to many streams at once; stopped with the registry.
-    private let delivery = Delivery()
-    private let signer: URLSigner
+    let delivery = Delivery()
+    let signer: URLSigner
     /// Every open event stream, whether or not its batch is still kept: keepalives reach a
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
-    private let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
+    let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
     /// What each item of a kept batch asks for, to start it again when it comes back on
     /// screen after it was cancelled off it.
-    private let specs = Mutex<[String: [Int: Item]]>([:])
+    let specs = Mutex<[String: [Int: Item]]>([:])
 
     init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy,
          signer: URLSigner = URLSigner(keys: [])) {
@@ -97,7 +97,7 @@ final class BatchRegistry: Sendable {
     }
 
     /// What every item asks for unless it says otherwise; throws for the whole batch.
-    private func baseItem(of request: BatchRequest, accept: String?) throws(ThumbdError) -> Item {
+    func baseItem(of request: BatchRequest, accept: String?) throws(ThumbdError) -> Item {
         if request.thumbnail?.format == .fixed(.avif) && !variants.thumbnailer.canEncodeAVIF {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
         }
@@ -109,7 +109,7 @@ final class BatchRegistry: Sendable {
 
     /// Starts `indices` of `batch`, each with its own parameters and signature; an item
     /// whose are wrong fails alone.
-    private func start(_ batch: Batch, _ request: BatchRequest, base: Item, indices: [Int], accept: String?, requestID: String?) {
+    func start(_ batch: Batch, _ request: BatchRequest, base: Item, indices: [Int], accept: String?, requestID: String?) {
         let avif = variants.thumbnailer.canEncodeAVIF
         for index in indices {
             let entry = request.items[index]
@@ -149,57 +149,6 @@ final class BatchRegistry: Sendable {
         }
     }
 
-    /// At start-up: the batches recorded in the store's journals come back as they were, with
-    /// their logs (same ids) and their items' states; what had not finished starts again.
-    /// Returns how many came back.
-    @discardableResult
-    func restore(_ journals: [Journal], logger: Logger) -> Int {
-        let now = ObjectSource.now()
-        var restored = 0
-        var previous: ContinuousClock.Instant?
-        for journal in journals {  // in the order they were created
-            if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
-            guard let definition = BatchJournal.definition(of: journal),
-                  var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
-                  let base = try? baseItem(of: request, accept: definition.accept)
-            else {
-                logger.warning("batch.restore.skipped", metadata: ["batch.id": "\(journal.id)"])
-                continue
-            }
-            request.fromOwnPage = definition.fromOwnPage ?? false
-            // Journals keep whole seconds: batches started in the same one keep their order.
-            var started = ContinuousClock.now - .seconds(max(0, now - journal.createdAt))
-            if let previous, started <= previous { started = previous + .nanoseconds(1) }
-            previous = started
-            let batch = Batch(id: journal.id, items: request.items,
-                              progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
-                              cancelOffscreen: request.cancelOffscreen,
-                              yieldsOffscreen: yieldsOffscreen(request),
-                              journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),
-                              started: started)
-            batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
-            batch.log.skip(to: journal.reserved)
-            batches.withLock { $0[journal.id] = batch }
-            restored += 1
-            guard !batch.isFinished else { continue }
-            let unfinished = batch.unfinished
-            if unfinished.isEmpty {
-                batch.endIfDone()  // every item had finished; only the end was lost
-            } else {
-                start(batch, request, base: base, indices: unfinished, accept: definition.accept, requestID: nil)
-            }
-        }
-        pruneFinished()  // what comes back is held to the same count and bytes as before
-        pruneJournals()
-        return restored
-    }
-
-    /// Journals of batches gone past their retention (or past `maxKept`) are deleted.
-    private func pruneJournals() {
-        source.store.pruneJournals(finishedBefore: ObjectSource.now() - Int64(configuration.retentionSeconds),
-                                   keepFinished: configuration.maxKept)
-    }
-
     func batch(_ id: String) -> Batch? { batches.withLock { $0[id] } }
 
     /// Cancels what is still queued or in flight. A transfer others still wait for goes on.
@@ -210,7 +159,7 @@ final class BatchRegistry: Sendable {
 
     /// Whether a batch's items that leave the screen early give way to the new one: with
     /// screen first (a focus, and `batches.screenFirstMilliseconds` above 0).
-    private func yieldsOffscreen(_ request: BatchRequest) -> Bool {
+    func yieldsOffscreen(_ request: BatchRequest) -> Bool {
         !request.focus.isEmpty && configuration.screenFirstMilliseconds > 0
     }
 
@@ -269,153 +218,7 @@ final class BatchRegistry: Sendable {
         delivery.stop()
     }
 
-    /// An item with thumbnail parameters of its own.
-    private static func item(_ parameters: [String: String], accept: String?, avif: Bool, offered: [ImageFormat],
-                             preview: Bool, priority: Priority, inline: Int) throws(ThumbdError) -> Item {
-        let parsed = try ThumbnailParameters { parameters[$0] }
-        if parsed?.format == .fixed(.avif) && !avif {
-            throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
-        }
-        let query = ThumbnailParameters.names.compactMap { name in
-            parameters[name].map { "&\(name)=\(QueryValue.encode($0))" }
-        }.joined()
-        return Item(variant: try parsed?.resolved(accept: accept, offered: offered), query: query, preview: preview, priority: priority,
-                    inline: inline)
-    }
-
-    /// What every item of a batch asks for.
-    private struct Item {
-        var variant: Variant?
-        var query: String
-        var preview: Bool
-        var priority: Priority
-        /// The largest image sent inside `done` (0: none).
-        var inline: Int
-
-        /// The same, with `&sig=…` (or nothing) at the end of its src's query.
-        func signed(_ signature: String) -> Item {
-            var item = self
-            item.query += signature
-            return item
-        }
-    }
-
-    private func start(_ batch: Batch, index: Int, url: String, _ item: Item, requestID: String?) {
-        let destination: DestinationPolicy.Destination
-        do {
-            destination = try policy.validate(url.isEmpty ? nil : url)
-        } catch {
-            batch.fail(index, error: error)
-            return
-        }
-        batch.setSource(index, src: "/thumb?url=" + QueryValue.encode(destination.url) + item.query)
-        let target: LookupTarget = item.variant.map { .variant($0, of: destination) } ?? .original(destination)
-        let key = target.key
-        let counters = source.counters
-        let lookup = Lookup(source: source, variants: variants)
-        let settle: Lookup.Waiter = { [self] outcome, role, stale in
-            switch Settled(outcome, role: role, stale: stale) {
-            case .object(let object, let result):
-                counters.count(result)
-                deliver(.success(object), item, key: key, to: batch, index: index, cache: result.rawValue)
-            case .stale(let stale):  // the origin failed: the expired copy, as /thumb answers
-                counters.count(.stale)
-                deliver(.success(stale), item, key: key, to: batch, index: index, cache: CacheResult.stale.rawValue)
-            case .failure(let error, let result):
-                counters.count(result)
-                batch.fail(index, error: error)
-            }
-        }
-        let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
-                                    patient: true, onScreen: batch.isFocused(index), waiter: settle)
-        switch answer {
-        case .hit(let stored):
-            counters.count(.hit)
-            deliver(.success(stored), item, key: key, to: batch, index: index, cache: "hit")
-        case .stale(let stale):
-            // Within its grace, as for /thumb: the tile now, one refresh behind it.
-            counters.count(.stale)
-            deliver(.success(stale), item, key: key, to: batch, index: index, cache: "stale")
-        case .ready(let ready, let stale):  // finished a moment ago, still being stored: a hit
-            settle(ready, .finished, stale)
-        case .waiting(let ticket, let progress, let urgencies, let resize):
-            batch.attach(index, ticket: ticket, job: progress, urgencies: urgencies)
-            // The preview made from the resize's decode, as soon as it exists (before `done`).
-            if item.preview, let resize {
-                resize.observePreview { [weak batch] uri in batch?.preview(index, uri) }
-            }
-        }
-    }
-
-    /// Answers the item. With previews, `done` carries the stored preview when there is one;
-    /// else `done` goes at once and a preview is made from the image just delivered (a tile,
-    /// or an original) and follows in its own event, unless one was sent already.
-    private func deliver(_ outcome: FlightOutcome, _ item: Item, key: String, to batch: Batch, index: Int, cache: String) {
-        switch outcome {
-        case .success(let object) where object.status != 200:
-            batch.fail(index, error: .upstreamStatus(object.status))
-        case .success(let object) where item.preview:
-            let stored = batch.previewSent(index) ? nil : Previews.stored(of: key, in: source)
-            let make = stored == nil && !batch.previewSent(index)
-            if make { batch.expectPreview() }  // `end` waits for it; `done` does not
-            batch.succeed(index, object: object, cache: cache, preview: stored, inline: item.inline)
-            guard make else { return }
-            Previews.make(from: object, variants, wanted: { [weak batch] in batch?.awaitsPreviews ?? false }) { [weak batch] uri in
-                batch?.previewFinished(index, uri)
-            }
-        case .success(let object):
-            batch.succeed(index, object: object, cache: cache, inline: item.inline)
-        case .failure(let error):
-            batch.fail(index, error: error)
-        }
-    }
-
-    /// Forgets finished batches past their retention, then the oldest finished ones past
-    /// `maxKept` or `maxKeptBytes`. Runs before each new batch and on every keepalive tick,
-    /// so kept memory stays within the budget plus the batches running meanwhile.
-    private func pruneFinished() {
-        let now = ContinuousClock.now
-        let retention = Duration.seconds(configuration.retentionSeconds)
-        var ended: [String] = []
-        var removed: [String] = []
-        defer {
-            specs.withLock { specs in for id in ended { specs[id] = nil } }  // none of their items starts again
-            // A batch no longer kept in memory is no longer kept across a restart either: the
-            // journals stay within the same count and bytes as the batches.
-            if !removed.isEmpty { source.store.deleteJournals(ids: removed) }
-        }
-        batches.withLock { batches in
-            var finished: [(id: String, at: ContinuousClock.Instant, started: ContinuousClock.Instant, bytes: Int)] = []
-            for (id, batch) in batches {
-                guard let at = batch.finishedAt else { continue }
-                ended.append(id)
-                if now - at >= retention {
-                    batches[id] = nil
-                    removed.append(id)
-                } else {
-                    finished.append((id, at, batch.started, batch.retainedBytes))
-                }
-            }
-            var bytes = finished.reduce(0) { $0 + $1.bytes }
-            var count = finished.count
-            // Restored batches finished in the same second (journals keep whole seconds) go
-            // in the order they were created.
-            for oldest in finished.sorted(by: { ($0.at, $0.started) < ($1.at, $1.started) }) {
-                guard count > configuration.maxKept || bytes > configuration.maxKeptBytes else { break }
-                batches[oldest.id] = nil
-                removed.append(oldest.id)
-                count -= 1
-                bytes -= oldest.bytes
-            }
-        }
-    }
-
-    /// Memory held by finished batches (for tests and /stats).
-    var keptFinishedBytes: Int {
-        batches.withLock { $0.values.filter(\.isFinished).reduce(0) { $0 + $1.retainedBytes } }
-    }
-
-    private func tick() {
+    func tick() {
         pruneFinished()
         pruneJournals()
         delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
