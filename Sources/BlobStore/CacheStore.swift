@@ -35,26 +35,26 @@ public final class CacheStore: Sendable {
         public var evictions: Int
     }
 
-    private let configuration: Configuration
-    private let writerQueue = DispatchQueue(label: "thumbd.store.writer")
+    let configuration: Configuration
+    let writerQueue = DispatchQueue(label: "thumbd.store.writer")
     /// Work for the writer queue, in the order it was asked for (see `drainMailbox`).
-    private let mailbox = Mutex(WriterMailbox())
-    private let writer: WriterState
-    private let readers = Mutex<[ReadConnection]>([])
-    private let pendingAccess = Mutex<[String: Int64]>([:])
-    private let closed = Mutex(false)
-    private let hot: HotCache
+    let mailbox = Mutex(WriterMailbox())
+    let writer: WriterState
+    let readers = Mutex<[ReadConnection]>([])
+    let pendingAccess = Mutex<[String: Int64]>([:])
+    let closed = Mutex(false)
+    let hot: HotCache
     /// The keys with a committed row: a miss is answered without SQLite.
-    private let keys = KeyIndex()
-    private let logger: Logger
+    let keys = KeyIndex()
+    let logger: Logger
     /// The last write failure, while writes fail (cleared by the next success).
-    private let writeFailure = Mutex<WriteFailure?>(nil)
-    private let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
-    private let failedWrites = Atomic<Int>(0)
-    private let reserve: SpaceReserve
+    let writeFailure = Mutex<WriteFailure?>(nil)
+    let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
+    let failedWrites = Atomic<Int>(0)
+    let reserve: SpaceReserve
     /// The writer's totals as of its last operation, so that reading them (`/stats`) never
     /// waits behind a write.
-    private let published = Mutex(Statistics(objects: 0, bytes: 0, evictions: 0))
+    let published = Mutex(Statistics(objects: 0, bytes: 0, evictions: 0))
 
     /// Why writes fail: the disk is full, or another I/O error. Reads go on meanwhile.
     public struct WriteFailure: Sendable, Equatable {
@@ -64,7 +64,7 @@ public final class CacheStore: Sendable {
     }
 
     /// One daemon per file: held from the open to `close()`.
-    private let lock: FileLock
+    let lock: FileLock
 
     public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) throws {
         self.configuration = configuration
@@ -103,82 +103,6 @@ public final class CacheStore: Sendable {
         timer.resume()
     }
 
-    /// The writer: its connection set up and migrated, the totals and the keys read (which
-    /// reads every row's key: a damaged page shows here). Closed again if any of it fails.
-    private static func startWriter(_ path: String, keys: KeyIndex, hot: HotCache, queue: DispatchQueue) throws -> WriterState {
-        let state = WriterState(db: try openWriter(path), keys: keys, hot: hot)
-        do {
-            try queue.sync {
-                try state.loadTotals()
-                try state.loadKeys()
-            }
-        } catch {
-            queue.sync { state.close() }
-            throw error
-        }
-        return state
-    }
-
-    /// The writer's connection, set up and migrated; closed again if that fails.
-    private static func openWriter(_ path: String) throws -> Connection {
-        let db = try Connection(path: path, readOnly: false)
-        do {
-            try db.execute("PRAGMA journal_mode = WAL")
-            // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
-            // lose the last transactions but never corrupts the file. A cache can refetch.
-            try db.execute("PRAGMA synchronous = NORMAL")
-            // Debian builds SQLite with SECURE_DELETE, which overwrites every freed page: an
-            // eviction or purge then writes as much to the WAL as it frees, and on a full
-            // disk cannot run at all. A cache has no secrets to scrub; FAST only zeroes
-            // what costs no extra I/O.
-            try db.execute("PRAGMA secure_delete = FAST")
-            // Not mapped, unlike the readers: the writer walks every page it frees or replaces
-            // (overflow chains too), and each one mapped counts in the daemon's RSS; with a
-            // 1 GiB mapping the soak's RSS tripled (file pages, reclaimable, but what an
-            // operator watches), for ~10% less CPU per insert.
-            try Schema.migrate(db)
-        } catch {
-            db.close()
-            throw error
-        }
-        return db
-    }
-
-    /// A failure to set the file up, said plainly (the directory, the system's reason).
-    public struct SetupError: Error, CustomStringConvertible {
-        public let description: String
-    }
-
-    /// `mkdir -p`, with the component that failed and errno's text.
-    private static func makeDirectory(_ directory: String) throws {
-        var path = directory.hasPrefix("/") ? "" : "."
-        for component in directory.split(separator: "/") {
-            path += "/" + component
-            if mkdir(path, 0o755) != 0, errno != EEXIST {
-                throw SetupError(description: "cannot create the directory \(path): \(String(cString: strerror(errno)))")
-            }
-            var info = stat()
-            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-                throw SetupError(description: "\(path) is not a directory")
-            }
-        }
-    }
-
-    /// Renames a damaged database (and its -wal and -shm) to `<path>.damaged-<UTC time>`;
-    /// returns the new path.
-    private static func moveAside(_ path: String) throws -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let aside = "\(path).damaged-\(formatter.string(from: Date()))"
-        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-            try? FileManager.default.removeItem(atPath: aside + suffix)
-            try FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
-        }
-        return aside
-    }
-
     // MARK: Reads (any thread)
 
     /// Looks up `key` in memory, else (if a row may exist) on a pooled read connection;
@@ -210,229 +134,6 @@ public final class CacheStore: Sendable {
         pendingAccess.withLock { $0[key] = now }
     }
 
-    // MARK: Writes (serialized on the writer queue)
-
-    /// Stores `object` (replacing any older copy) and evicts past the size limit, then calls
-    /// `completion` on the writer queue (the caller keeps answering the key meanwhile: the
-    /// row is visible once committed). A replacement is in the memory layer at once (see
-    /// `write`); if the commit fails it is taken out again.
-    public func insert(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        write(object, context: "store.insert", completion: completion) { [self] object in
-            try insertOnWriter(object)
-        }
-    }
-
-    /// On the writer queue: the row written; true (bytes were added).
-    func insertOnWriter(_ object: CachedObject) throws -> Bool {
-        dispatchPrecondition(condition: .onQueue(writerQueue))
-        try writer.insert(object, lastAccess: Self.nowMilliseconds())
-        return true
-    }
-
-    /// Stores a revalidated `object`'s new lifetime and validators without rewriting its
-    /// body (`object.body` must be the stored one: it is written only when the row has
-    /// gone meanwhile). In the memory layer at once when its key is stored (see `write`).
-    public func refresh(_ object: CachedObject, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        write(object, context: "store.refresh", completion: completion) { [writer] object in
-            if try writer.refresh(object, lastAccess: Self.nowMilliseconds()) { return false }
-            try writer.insert(object, lastAccess: Self.nowMilliseconds())
-            return true
-        }
-    }
-
-    /// Bytes of bodies the memory layer holds.
-    var memoryHeldBytes: Int { hot.heldBytes }
-
-    /// Transactions the writer has committed (a test's measure of group commits).
-    var commits: Int { writerQueue.sync { writer.commits } }
-
-    /// The one write path: `operation` runs on the writer queue (true when it added bytes,
-    /// so eviction may be due), committed with the other writes waiting there; a failure
-    /// takes the object out of memory again and is reported.
-    ///
-    /// A new version of a stored key goes into the memory layer at once, so that no reader
-    /// can find the older one there (or fill it from SQLite) meanwhile. A key never stored
-    /// has no older version to hide: it enters the memory layer only once it is read back,
-    /// so that a burst of objects fetched once (a grid scrolled past) neither pushes out the
-    /// ones served again and again nor costs memory nobody asks for.
-    func write(_ object: CachedObject, context: String,
-               completion: @escaping @Sendable (Result<Void, any Error>) -> Void,
-               operation: @escaping @Sendable (CachedObject) throws -> Bool) {
-        var kept = object
-        kept.revalidated = false
-        if keys.mayContain(kept.key) || hot.get(kept.key) != nil { hot.put(kept) }
-        post(.write(PendingWrite(object: kept, context: context, operation: operation, completion: completion)))
-    }
-
-    private func post(_ task: WriterTask) {
-        let delay = configuration.commitDelayMilliseconds
-        let drain = mailbox.withLock {
-            $0.post(task, delayed: delay > 0, groupWrites: Self.groupCommitWrites, groupBytes: Self.groupCommitBytes)
-        }
-        switch drain {
-        case .scheduled:
-            return
-        case .now:
-            writerQueue.async { [self] in drainMailbox() }
-        case .later:
-            writerQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) { [self] in drainMailbox() }
-        }
-    }
-
-    /// On the writer queue: runs what the mailbox holds, in order. Consecutive writes commit
-    /// together, up to a bound per transaction (so that the WAL does not grow without a
-    /// checkpoint through a long burst of large images).
-    private func drainMailbox() {
-        dispatchPrecondition(condition: .onQueue(writerQueue))
-        var group: [PendingWrite] = []
-        var groupBytes = 0
-        for task in mailbox.withLock({ $0.take() }) {
-            switch task {
-            case .write(let write):
-                group.append(write)
-                groupBytes += write.object.body.count
-                if group.count >= Self.groupCommitWrites || groupBytes >= Self.groupCommitBytes {
-                    commit(group)
-                    group.removeAll(keepingCapacity: true)
-                    groupBytes = 0
-                }
-            case .barrier(let work):
-                commit(group)
-                group.removeAll(keepingCapacity: true)
-                groupBytes = 0
-                work()
-            }
-        }
-        commit(group)
-    }
-
-    static let groupCommitWrites = 256
-    static let groupCommitBytes = 16 << 20
-
-    /// Commits `writes` in one transaction: each commit writes the b-tree pages it touched
-    /// to the WAL again, so a burst of 100 fetches costs one such write instead of 100. If
-    /// that transaction fails, each write runs again in its own, so that only a write that
-    /// fails by itself is reported as failed.
-    private func commit(_ writes: [PendingWrite]) {
-        guard !writes.isEmpty else { return }
-        var grew = false
-        if writes.count > 1, groupCommitted(writes, grew: &grew) {
-            publishOutcome(of: writes, results: Array(repeating: .success(()), count: writes.count), grew: grew)
-            return
-        }
-        var results: [Result<Void, any Error>] = []
-        results.reserveCapacity(writes.count)
-        for write in writes {
-            let result = Result { () throws -> Void in
-                if try write.operation(write.object) { grew = true }
-            }
-            if case .failure(let error) = result {
-                hot.remove([write.object.key])
-                writeFailed(error, context: write.context)
-            }
-            results.append(result)
-        }
-        publishOutcome(of: writes, results: results, grew: grew)
-    }
-
-    /// All of `writes` in one transaction; false (and the counters made true again) when it
-    /// rolled back.
-    private func groupCommitted(_ writes: [PendingWrite], grew: inout Bool) -> Bool {
-        var added = false
-        do {
-            try writer.inOneTransaction {
-                for write in writes {
-                    if try write.operation(write.object) { added = true }
-                }
-            }
-        } catch {
-            writer.recover()
-            return false
-        }
-        grew = added
-        return true
-    }
-
-    /// After a commit: eviction if bytes were added, the health and statistics, then each
-    /// writer's completion.
-    private func publishOutcome(of writes: [PendingWrite], results: [Result<Void, any Error>], grew: Bool) {
-        var evicted: Result<Void, any Error> = .success(())
-        if grew {
-            evicted = Result { try evictIfNeeded() }
-            if case .failure(let error) = evicted { writeFailed(error, context: "store.evict") }
-        }
-        if results.contains(where: { (try? $0.get()) != nil }), case .success = evicted {
-            writeSucceeded()
-        }
-        publishStatistics()
-        for (write, result) in zip(writes, results) { write.completion(result) }
-    }
-
-    public func insert(_ object: CachedObject) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            insert(object) { continuation.resume(with: $0) }
-        }
-    }
-
-    /// Removes one key, or everything when `key` is nil. Returns how many objects went.
-    public func purge(_ key: String?) throws -> Int {
-        try writerQueue.sync {
-            drainMailbox()  // the writes asked for before this purge come first
-            return try purgeOnWriter(key)
-        }
-    }
-
-    /// The same without blocking the caller: `completion` runs on the writer queue.
-    public func purge(_ key: String?, completion: @escaping @Sendable (Result<Int, any Error>) -> Void) {
-        post(.barrier { [self] in completion(Result { try purgeOnWriter(key) }) })
-    }
-
-    private func purgeOnWriter(_ key: String?) throws -> Int {
-        dispatchPrecondition(condition: .onQueue(writerQueue))
-        defer { publishStatistics() }
-        do {
-            let removed: Int
-            do {
-                removed = try writer.purge(key)
-            } catch {
-                // A full disk cannot take even a delete: give up the reserve, then retry.
-                guard reserve.release() else { throw error }
-                writer.recover()
-                removed = try writer.purge(key)
-            }
-            if let key { hot.remove([key]) } else { hot.removeAll() }
-            writeSucceeded()
-            return removed
-        } catch {
-            writeFailed(error, context: "store.purge")
-            throw error
-        }
-    }
-
-    /// A journal write (Journals.swift), in order with the cache's writes; `completion` says
-    /// whether it committed.
-    func journalWrite(_ context: String, completion: @escaping @Sendable (Bool) -> Void = { _ in },
-                      _ body: @escaping @Sendable (Connection) throws -> Void) {
-        post(.barrier { [self] in
-            guard !writer.isClosed else { return completion(false) }
-            do {
-                try body(writer.db)
-                completion(true)
-            } catch {
-                writeFailed(error, context: context)
-                completion(false)
-            }
-        })
-    }
-
-    /// Runs `body` on the writer connection, after the writes asked for before it.
-    func onWriter<T>(_ body: (Connection) throws -> T) throws -> T {
-        try writerQueue.sync {
-            drainMailbox()
-            return try body(writer.db)
-        }
-    }
-
     /// Writes that failed since the store was opened.
     public var writeFailures: Int { failedWrites.load(ordering: .relaxed) }
 
@@ -441,7 +142,7 @@ public final class CacheStore: Sendable {
 
     /// On the writer queue, after any failed write: counters are made true again, space is
     /// given back, and the condition is reported (at a bounded rate).
-    private func writeFailed(_ error: any Error, context: String) {
+    func writeFailed(_ error: any Error, context: String) {
         failedWrites.add(1, ordering: .relaxed)
         writer.recover()
         let reason: String
@@ -461,7 +162,7 @@ public final class CacheStore: Sendable {
         }
     }
 
-    private func writeSucceeded() {
+    func writeSucceeded() {
         reserve.ensure()
         guard let recovered = writeFailure.withLock({ failure in defer { failure = nil }; return failure }) else { return }
         logger.notice("store.write recovered", metadata: ["store.failures": "\(recovered.count)"])
@@ -472,7 +173,7 @@ public final class CacheStore: Sendable {
         published.withLock { $0 }
     }
 
-    private func publishStatistics() {
+    func publishStatistics() {
         let current = writer.statistics
         published.withLock { $0 = current }
     }
@@ -504,12 +205,12 @@ public final class CacheStore: Sendable {
 
     // MARK: Internals
 
-    private func checkoutReader() throws -> ReadConnection {
+    func checkoutReader() throws -> ReadConnection {
         if let reader = readers.withLock({ $0.popLast() }) { return reader }
         return try ReadConnection(path: configuration.path)
     }
 
-    private func checkin(_ reader: ReadConnection) {
+    func checkin(_ reader: ReadConnection) {
         let keep = readers.withLock { pool -> Bool in
             guard pool.count < 64 else { return false }
             pool.append(reader)
@@ -518,12 +219,12 @@ public final class CacheStore: Sendable {
         if !keep { reader.close() }
     }
 
-    private func flushAccessTimes() {
+    func flushAccessTimes() {
         dispatchPrecondition(condition: .onQueue(writerQueue))
         flushAccessTimesOnWriter()
     }
 
-    private func flushAccessTimesOnWriter() {
+    func flushAccessTimesOnWriter() {
         let batch = pendingAccess.withLock { pending in
             defer { pending.removeAll(keepingCapacity: true) }
             return pending
@@ -536,7 +237,7 @@ public final class CacheStore: Sendable {
         }
     }
 
-    private func evictIfNeeded() throws {
+    func evictIfNeeded() throws {
         guard writer.totalBytes > configuration.maxBytes else { return }
         flushAccessTimesOnWriter()  // so the LRU order reflects recent hits
         let target = configuration.maxBytes - configuration.maxBytes / 10

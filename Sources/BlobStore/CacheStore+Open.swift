@@ -1,0 +1,85 @@
+import Support
+internal import CSQLite
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// Opening the file: the writer connection set up and migrated, a damaged file moved aside.
+extension CacheStore {
+    /// The writer: its connection set up and migrated, the totals and the keys read (which
+    /// reads every row's key: a damaged page shows here). Closed again if any of it fails.
+    static func startWriter(_ path: String, keys: KeyIndex, hot: HotCache, queue: DispatchQueue) throws -> WriterState {
+        let state = WriterState(db: try openWriter(path), keys: keys, hot: hot)
+        do {
+            try queue.sync {
+                try state.loadTotals()
+                try state.loadKeys()
+            }
+        } catch {
+            queue.sync { state.close() }
+            throw error
+        }
+        return state
+    }
+
+    /// The writer's connection, set up and migrated; closed again if that fails.
+    static func openWriter(_ path: String) throws -> Connection {
+        let db = try Connection(path: path, readOnly: false)
+        do {
+            try db.execute("PRAGMA journal_mode = WAL")
+            // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
+            // lose the last transactions but never corrupts the file. A cache can refetch.
+            try db.execute("PRAGMA synchronous = NORMAL")
+            // Debian builds SQLite with SECURE_DELETE, which overwrites every freed page: an
+            // eviction or purge then writes as much to the WAL as it frees, and on a full
+            // disk cannot run at all. A cache has no secrets to scrub; FAST only zeroes
+            // what costs no extra I/O.
+            try db.execute("PRAGMA secure_delete = FAST")
+            // Not mapped, unlike the readers: the writer walks every page it frees or replaces
+            // (overflow chains too), and each one mapped counts in the daemon's RSS; with a
+            // 1 GiB mapping the soak's RSS tripled (file pages, reclaimable, but what an
+            // operator watches), for ~10% less CPU per insert.
+            try Schema.migrate(db)
+        } catch {
+            db.close()
+            throw error
+        }
+        return db
+    }
+
+    /// A failure to set the file up, said plainly (the directory, the system's reason).
+    public struct SetupError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `mkdir -p`, with the component that failed and errno's text.
+    static func makeDirectory(_ directory: String) throws {
+        var path = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            path += "/" + component
+            if mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw SetupError(description: "cannot create the directory \(path): \(String(cString: strerror(errno)))")
+            }
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                throw SetupError(description: "\(path) is not a directory")
+            }
+        }
+    }
+
+    /// Renames a damaged database (and its -wal and -shm) to `<path>.damaged-<UTC time>`;
+    /// returns the new path.
+    static func moveAside(_ path: String) throws -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let aside = "\(path).damaged-\(formatter.string(from: Date()))"
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try? FileManager.default.removeItem(atPath: aside + suffix)
+            try FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
+        }
+        return aside
+    }
+}
