@@ -122,6 +122,7 @@ let package = Package(
             dependencies: [
                 "ThumbdCore", "ThumbdTesting", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
     ],

@@ -107,10 +107,11 @@ struct Serve: AsyncParsableCommand {
         }
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
-        // One service, one way to stop: SIGTERM or SIGINT starts the graceful shutdown, which
-        // ends `run()` after the daemon has stopped in order (Thumbd.shutdown).
+        // The daemon's parts, one service each, in one group: SIGTERM or SIGINT starts the
+        // graceful shutdown, which stops them in reverse order (Thumbd.services) and then
+        // ends `run()`.
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: daemon.services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         // Every thread the daemon started must have ended by now (the process would end them
         // anyway; saying so here is how a test sees a component that forgot one).

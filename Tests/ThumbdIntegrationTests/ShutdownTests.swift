@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryLogging
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -96,6 +97,33 @@ struct ShutdownTests {
             try await blocking { daemon.stop() }  // libmicrohttpd aborts the process if it is still suspended
             #expect(Date().timeIntervalSince(started) < 10)
             stuck.close()
+        }
+    }
+
+    @Test("thumbd serve's group: one service per part, stopped in the reverse order of their start, waiters answered")
+    func partsAsServices() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let services = daemon.thumbd.services
+            #expect(services.map(\.description) == [
+                "store", "memory trimmer", "event delivery", "http servers", "event streams", "processing", "transfers", "intake",
+            ])
+            let log = InMemoryLogHandler()
+            var logger = Logger(label: "test.group") { _ in log }
+            logger.logLevel = .debug
+            let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let waiting = try RawConnection(port: daemon.port)
+                try waiting.send("GET", origin.thumb("/gate/parts"))
+                #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+                await group.triggerGracefulShutdown()
+                try await tasks.next()  // every part has stopped
+                let answer = try await blocking { try waiting.read() }
+                #expect(answer.status == 503 && answer.errorCode == "shutting_down")
+            }
+            let stopped = log.entries.filter { "\($0.message)".hasPrefix("Triggering graceful shutdown") }
+                .compactMap { $0.metadata["sl-service"].map { "\($0)" } }
+            #expect(stopped == services.reversed().map(\.description))
         }
     }
 

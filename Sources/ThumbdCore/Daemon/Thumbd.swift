@@ -8,14 +8,14 @@ import Thumbnailer
 import Synchronization
 import Upstream
 
-/// The whole daemon as one service: `start()` opens the cache and starts the transfer loops,
-/// the processing stage and the HTTP server, in that order; `shutdown()` stops them in the
-/// reverse order, and every thread started is stopped. As a swift-service-lifecycle
-/// `Service`, `run()` starts it, waits for the group's graceful shutdown (SIGTERM/SIGINT)
-/// and stops it.
+/// The daemon: `start()` opens the cache and starts the transfer loops, the processing
+/// stage, the resize lane, the batches' delivery and the HTTP servers, in that order (a
+/// failure stops what had started, the last first). Each running part is then a
+/// `DaemonService` (`services`), which `thumbd serve` runs in one `ServiceGroup`: SIGTERM or
+/// SIGINT stops them in the reverse order of that list, every thread started included.
 public final class Thumbd: Service, Sendable {
     public let configuration: ThumbdConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let phase = Mutex(Phase.created)
 
     private enum Phase {
@@ -35,7 +35,8 @@ public final class Thumbd: Service, Sendable {
         let variants: VariantSource
         /// `/metrics` on its own address (`metrics.listen`), if configured.
         let metricsServer: HTTPServer?
-        let freeMemory: FreeMemory
+        /// What stops them, in order (`services(…)`).
+        let services: [DaemonService]
     }
 
     /// How often the allocator's free memory goes back to the system (`FreeMemory`): a
@@ -223,10 +224,13 @@ public final class Thumbd: Service, Sendable {
             let counts = batches.counts
             return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
         }
+        let freeMemory = FreeMemory(every: Self.freeMemoryInterval)
+        let services = services(store: store, freeMemory: freeMemory, batches: batches, server: server,
+                                metricsServer: metricsServer, stage: stage, variants: variants, loop: loop,
+                                coalescer: coalescer)
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants, metricsServer: metricsServer,
-                                  freeMemory: FreeMemory(every: Self.freeMemoryInterval)))
+                                  variants: variants, metricsServer: metricsServer, services: services))
         }
         // Batches kept across the restart come back once the server runs: their unfinished
         // items start again, and their streams answer reconnecting clients.
@@ -248,54 +252,35 @@ public final class Thumbd: Service, Sendable {
         }
     }
 
-    /// The service's life: start (unless already started), run until the service group
-    /// shuts down gracefully (or the task is cancelled), then stop.
+    /// The running daemon's parts as services, in the order they are stopped in reverse
+    /// (see `services(…)`); empty before `start()`.
+    public var services: [DaemonService] {
+        guard case .running(let parts) = phase.withLock({ $0 }) else { return [] }
+        return parts.services
+    }
+
+    /// The daemon as one service (a test, or a program that embeds it): starts it, then
+    /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
+    /// shutdown (or cancellation) stops in order.
     public func run() async throws {
         try start()
-        try? await gracefulShutdown()
-        // The stop blocks on threads (the loop's exit, the writer queue): off the cooperative pool.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread { [self] in
-                shutdown()
-                done.resume()
-            }
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
+        try await withGracefulShutdownHandler {
+            try await group.run()
+        } onGracefulShutdown: {
+            Task { await group.triggerGracefulShutdown() }
         }
     }
 
-    /// Graceful stop, in this order:
-    /// 1. stop accepting: new connections and new suspensions get 503 `shutting_down`;
-    /// 2. answer or refuse the waiters: fetches in flight get `server.shutdownGraceSeconds` to
-    ///    finish, then the transfer loops abort the rest and exit (their waiters get 503);
-    /// 3. drain the processing stage (the last completions answer their waiters), stop the
-    ///    resize lane (queued resizes answered 503, running ones stopped) and drain again;
-    /// 4. close the event streams (each ends after the events it has not read yet);
-    /// 5. stop the server once every answer is out, then the event delivery lanes;
-    /// 6. checkpoint and close SQLite.
+    /// Stops every part, in the order of a graceful shutdown (`services(…)`), and waits
+    /// for them: what the group does, on the caller's thread.
     public func shutdown() {
         guard case .running(let parts) = phase.withLock({ phase in
             defer { if case .running = phase { phase = .stopped } }
             return phase
         }) else { return }
-        logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(parts.coalescer.inFlightCount)"])
-        parts.server.stopAccepting()
-        _ = parts.coalescer.waitUntilIdle(timeout: .milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000)))
-        parts.batches.stopRecording()
-        parts.loop.shutdown()
-        parts.stage.drain()
-        // Queued resizes are answered 503, running ones stopped; their answers go out below.
-        parts.variants.lane.stop()
-        parts.variants.stop()
-        parts.stage.drain()
-        parts.batches.closeStreams()
-        if !parts.server.waitUntilIdle(timeout: .seconds(5)) {
-            logger.warning("thumbd.stopping with requests still open", metadata: ["server.suspended": "\(parts.server.suspendedConnections)"])
-        }
-        parts.server.stop()
-        parts.metricsServer?.stop()
-        parts.batches.stop()
-        parts.freeMemory.stop()
-        parts.store.close()
-        logger.info("thumbd.stopped")
+        for service in parts.services.reversed() { service.stop() }
     }
 }
 

@@ -1,0 +1,39 @@
+import Dispatch
+import ServiceLifecycle
+import Synchronization
+
+/// One part of the running daemon as a swift-service-lifecycle `Service`, in the daemon's
+/// one `ServiceGroup`. The part was started when the daemon was built (`Thumbd.start`, in
+/// dependency order, which stops what it had started if a later part fails); `run()` waits
+/// for the group's graceful shutdown, then stops the part. The group shuts its services down
+/// in reverse order, each once the one after it has returned, so the order of the list in
+/// `Thumbd.services(…)` is the daemon's shutdown order, written once.
+public final class DaemonService: Service, Sendable, CustomStringConvertible {
+    /// The part's name, as the group's log names the service.
+    public let description: String
+    private let body: @Sendable () -> Void
+    private let stopped = Atomic<Bool>(false)
+
+    init(_ name: String, stop: @escaping @Sendable () -> Void) {
+        description = name
+        body = stop
+    }
+
+    public func run() async throws {
+        try? await gracefulShutdown()  // or the group was cancelled: stop all the same
+        // Stopping waits for threads to exit and for SQLite to checkpoint: on a Dispatch
+        // worker, never on the cooperative pool.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { [self] in
+                stop()
+                done.resume()
+            }
+        }
+    }
+
+    /// Stops the part, once (the group and `Thumbd.shutdown()` may both ask).
+    func stop() {
+        guard stopped.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        body()
+    }
+}
