@@ -600,6 +600,66 @@ def scenario_hot(servers, origin, seconds, rounds, work):
     return rows
 
 
+class HitFloor:
+    """scripts/hitfloor.c: one thread, one epoll set, a prebuilt answer of the same body:
+    what one core takes to answer when nothing but the kernel's work stands in the way."""
+    name = "floor"
+
+    def __init__(self, body_file):
+        self.proc = subprocess.Popen([compiled("hitfloor"), body_file], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+        self.pids = [self.proc.pid]
+
+    def path(self, origin_path):
+        return origin_path
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def pin(pids, cpus):
+    """Every thread of these processes (and those they start later) onto `cpus`."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", cpus, str(pid)], check=True, stdout=subprocess.DEVNULL)
+
+
+def scenario_pinned(servers, origin, seconds, rounds, work):
+    """The hot hit with the server on core 0 and wrk on core 1, beside the floor server on the
+    same core: thumbd, nginx (each with its shipped settings) and hitfloor all answer the
+    same 14 KB body. Interleaved rounds, medians."""
+    print("bench: hot hit, server pinned to core 0, wrk to core 1, beside the C floor", file=sys.stderr)
+    path = "/img/pinned.jpg?size=14336"
+    asyncio.run(warm(servers[0].port, [servers[0].path(path)]))
+    body = os.path.join(work, "pinned-body")
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (servers[0].port, servers[0].path(path))) as r:
+        data = r.read()
+    with open(body, "wb") as f:
+        f.write(data)
+    floor = HitFloor(body)
+    peers = [floor] + list(servers)
+    results = {peer.name: [] for peer in peers}
+    try:
+        asyncio.run(warm(servers[1].port, [servers[1].path(path)]))
+        for peer in peers:
+            pin(peer.pids, "0x1")
+        for _ in range(rounds):
+            for peer in peers:
+                out = subprocess.run(
+                    ["taskset", "-c", "1", "wrk", "-t1", "-c64", "-d%ds" % seconds, "--latency",
+                     "http://127.0.0.1:%d%s" % (peer.port, peer.path(path))],
+                    capture_output=True, text=True, check=True).stdout
+                results[peer.name].append(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)))
+    finally:
+        for peer in servers:
+            pin(peer.pids, "0x%x" % ((1 << os.cpu_count()) - 1))
+        floor.stop()
+    f, t, n = (statistics.median(results[name]) for name in ("floor", "thumbd", "nginx"))
+    label = "hot hit, 14 KB, server on core 0 and wrk on core 1 (varnish column: the C floor)"
+    return [(label, "req/s", t, n, f),
+            (label, "share of the floor's req/s", t / f, n / f, 1.0)]
+
+
 def side_by_side(label, measure, servers, origin):
     """Rows of one measurement taken on thumbd, then on nginx."""
     print("bench: %s" % label, file=sys.stderr)
@@ -779,7 +839,7 @@ def scenario_fetchcpu(servers, origin, seconds, rounds, work):
     return [(label, key, value, None) for key, value in fetch_thread_cpu(servers[0], origin).items()]
 
 
-SCENARIOS = {"hot": scenario_hot, "coalesce": scenario_coalesce, "fanout": scenario_fanout,
+SCENARIOS = {"hot": scenario_hot, "pinned": scenario_pinned, "coalesce": scenario_coalesce, "fanout": scenario_fanout,
              "stampede": scenario_stampede, "parent": scenario_parent,
              "waiting": scenario_waiting, "streams": scenario_streams, "delivery": scenario_delivery,
              "fetchcpu": scenario_fetchcpu}
