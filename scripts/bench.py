@@ -514,11 +514,13 @@ def held_streams(server, origin, batches=100, per_batch=100):
             "streams that got end": ended}
 
 
-def compiled(name):
-    """Compiles scripts/NAME.c once per bench run (Debian's gcc)."""
+def compiled(name, libraries=()):
+    """Compiles scripts/NAME.c once per bench run (Debian's gcc), with these pkg-config libraries."""
     binary = os.path.join(tempfile.gettempdir(), "thumbd-bench-%s-%d" % (name, os.getpid()))
     if not os.path.exists(binary):
-        subprocess.run(["cc", "-O2", "-pthread", "-o", binary, os.path.join(HERE, name + ".c")], check=True)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", *libraries], capture_output=True, text=True,
+                               check=True).stdout.split() if libraries else []
+        subprocess.run(["cc", "-O2", "-pthread", "-o", binary, os.path.join(HERE, name + ".c"), *flags], check=True)
     return binary
 
 
@@ -602,11 +604,14 @@ def scenario_hot(servers, origin, seconds, rounds, work):
 
 class HitFloor:
     """scripts/hitfloor.c: one thread, one epoll set, a prebuilt answer of the same body:
-    what one core takes to answer when nothing but the kernel's work stands in the way."""
-    name = "floor"
+    what one core takes to answer when nothing but the kernel's work stands in the way.
+    With `mhd`, scripts/mhdfloor.c: libmicrohttpd as thumbd runs it, answering the same
+    prebuilt body, with thumbd's shipped server.threads."""
 
-    def __init__(self, body_file):
-        self.proc = subprocess.Popen([compiled("hitfloor"), body_file], stdout=subprocess.PIPE, text=True)
+    def __init__(self, body_file, mhd=False):
+        self.name = "mhd" if mhd else "floor"
+        command = [compiled("mhdfloor", ["libmicrohttpd"]), body_file, "2"] if mhd else [compiled("hitfloor"), body_file]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline())
         self.pids = [self.proc.pid]
 
@@ -636,8 +641,8 @@ def scenario_pinned(servers, origin, seconds, rounds, work):
         data = r.read()
     with open(body, "wb") as f:
         f.write(data)
-    floor = HitFloor(body)
-    peers = [floor] + list(servers)
+    floor, mhd = HitFloor(body), HitFloor(body, mhd=True)
+    peers = [floor, mhd] + list(servers)
     results = {peer.name: [] for peer in peers}
     try:
         asyncio.run(warm(servers[1].port, [servers[1].path(path)]))
@@ -654,10 +659,12 @@ def scenario_pinned(servers, origin, seconds, rounds, work):
         for peer in servers:
             pin(peer.pids, "0x%x" % ((1 << os.cpu_count()) - 1))
         floor.stop()
-    f, t, n = (statistics.median(results[name]) for name in ("floor", "thumbd", "nginx"))
+        mhd.stop()
+    f, m, t, n = (statistics.median(results[name]) for name in ("floor", "mhd", "thumbd", "nginx"))
     label = "hot hit, 14 KB, server on core 0 and wrk on core 1 (varnish column: the C floor)"
     return [(label, "req/s", t, n, f),
-            (label, "share of the floor's req/s", t / f, n / f, 1.0)]
+            (label, "share of the floor's req/s", t / f, n / f, 1.0),
+            (label, "bare libmicrohttpd, same body (thumbd column): req/s", m, None, f)]
 
 
 def side_by_side(label, measure, servers, origin):
