@@ -116,10 +116,14 @@ public protocol ResponseStream: AnyObject, Sendable {
     /// this way once it has nothing to send after `HTTPServer.stopAccepting`, whatever woke
     /// it then, so its last words always come before its end.
     func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int
+    /// The socket of a suspended stream has room again for the rest of a chunk: call
+    /// `waker.wake()` on the thread that writes this stream (by default, this one).
+    func socketHasRoom(_ waker: any StreamWaker)
 }
 
 extension ResponseStream {
     public func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int { 0 }
+    public func socketHasRoom(_ waker: any StreamWaker) { waker.wake() }
 }
 
 public protocol StreamWaker: AnyObject, Sendable {

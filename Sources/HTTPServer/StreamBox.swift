@@ -88,13 +88,22 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
         }
     }
 
-    /// Something new to send: write it while suspended, or hand the connection back to MHD.
+    /// Something new to send, or room to finish a chunk: write it while suspended, or hand
+    /// the connection back to MHD. Called on the stream's one writer thread (its owner
+    /// decides which: `ResponseStream.socketHasRoom`), never on the watcher's.
     func wake() {
         lock.withLock { flags in
             guard flags.suspended else { return }  // MHD has it and will ask the reader
             // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
             if flags.closed || flags.gone || core.isRefusing { return resume(&flags) }
-            guard flags.pending.isEmpty else { return }  // waiting for room to finish a chunk
+            if !flags.pending.isEmpty {
+                // The rest of a chunk first; once it is out, MHD carries on.
+                let fd = thumbd_mhd_connection_fd(connection.raw)
+                let pending = flags.pending
+                flags.pending = []
+                if pending.withUnsafeBytes({ send($0, to: fd, &flags) }) { resume(&flags) }
+                return
+            }
             if writesDirectly, flags.watchToken != nil {
                 writeDirectly(&flags)
             } else {
@@ -146,16 +155,11 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
         return false
     }
 
-    /// The socket has room again: finish our chunk, then let MHD carry on.
+    /// The socket has room again (on the watcher's thread): the stream's writer finishes
+    /// our chunk (`wake`), then lets MHD carry on.
     func socketWritable() {
-        lock.withLock { flags in
-            guard flags.suspended, !flags.pending.isEmpty else { return }
-            let fd = thumbd_mhd_connection_fd(connection.raw)
-            let pending = flags.pending
-            flags.pending = []
-            let complete = pending.withUnsafeBytes { send($0, to: fd, &flags) }
-            if complete { resume(&flags) }
-        }
+        let waiting = lock.withLock { flags in flags.suspended && !flags.pending.isEmpty }
+        if waiting { stream.socketHasRoom(self) }
     }
 
     /// The client hung up: end the stream now (if it is suspended) rather than at the next

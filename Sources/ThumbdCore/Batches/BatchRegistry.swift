@@ -191,7 +191,8 @@ final class BatchRegistry: Sendable {
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
-        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds) {
+        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds,
+                                         delivery: delivery) {
             [weak self] id in _ = self?.streams.withLock { $0.removeValue(forKey: id) }
         }
         streams.withLock { $0[ObjectIdentifier(subscriber)] = subscriber }
@@ -203,7 +204,7 @@ final class BatchRegistry: Sendable {
         timer.cancel()
         // Each one sends what it has left; then, with nothing more, the server ends it after
         // its `shutdown` event (`EventSubscriber.lastWords`).
-        for subscriber in streams.withLock({ Array($0.values) }) { subscriber.wake() }
+        delivery.wake(streams.withLock { Array($0.values) })
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so

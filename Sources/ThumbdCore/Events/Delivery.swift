@@ -2,19 +2,20 @@ import Foundation
 import Support
 import Synchronization
 
-/// Takes events to their subscribers. Waking a subscriber writes to its socket (see
-/// `StreamBox`), so an event for a thousand subscribers is a thousand `send`s: they are made
-/// by a few delivery lanes, one per core, not by the thread that produced the event (often
-/// the transfer loop, which must not stall).
+/// Takes events to their subscribers, and is the one writer of every suspended event
+/// stream's socket: only its lanes (threads of its own, one per core) wake a subscriber, and
+/// a woken subscriber writes its socket on the lane's thread while libmicrohttpd has the
+/// connection suspended (`StreamBox`); while it is not suspended, libmicrohttpd's own thread
+/// for the connection does. Whoever produced an event (the transfer loop, the processing
+/// stage, the resize lane, the keepalive timer, the socket watcher, the shutdown) hands the
+/// subscribers here and never writes a socket itself, so none of them stalls on a client.
 ///
 /// A subscriber is queued at most once: a second event before its turn adds nothing (it
 /// reads every new event when its turn comes), so an item's `progress` and `done` a moment
-/// apart cost most subscribers one write, and lanes never queue up behind each other on the
-/// same stream. A few subscribers are woken in place, which saves the hand-over.
+/// apart cost most subscribers one write. Lanes take from one queue, a few at a time, so a
+/// lane that the kernel runs late leaves its share to the others; two lanes never write one
+/// socket at once (the stream's own lock, `StreamBox`).
 final class Delivery: Sendable {
-    /// Up to this many subscribers are woken on the caller's thread.
-    static let inlineLimit = 16
-
     private struct State {
         var queue: [EventSubscriber] = []
         var stopping = false
@@ -24,6 +25,7 @@ final class Delivery: Sendable {
     private let work = DispatchSemaphore(value: 0)
     private let exited = DispatchGroup()
     private let lanes: Int
+    private let stopped = Atomic<Bool>(false)
 
     /// Starts `lanes` threads; `stop()` ends them.
     init(lanes: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
@@ -32,6 +34,7 @@ final class Delivery: Sendable {
             exited.enter()
             let thread = Thread { [self] in
                 ThreadName.set("thumbd-deliver")
+                Self.isLane = true
                 run()
                 exited.leave()
             }
@@ -40,20 +43,28 @@ final class Delivery: Sendable {
         }
     }
 
+    /// Whether the calling thread is a delivery lane.
+    private static var isLane: Bool {
+        get { Thread.current.threadDictionary["thumbd.delivery.lane"] != nil }
+        set { Thread.current.threadDictionary["thumbd.delivery.lane"] = newValue ? true : nil }
+    }
+
+    /// Traps (in debug builds) unless the calling thread is a lane, or the lanes have
+    /// stopped: where a subscriber is about to write its socket.
+    func assertIsWriter() {
+        assert(stopped.load(ordering: .acquiring) || Self.isLane, "an event stream's socket is written by a delivery lane only")
+    }
+
     /// New events for these subscribers (or, with `keepalive`, a keepalive is due).
     func wake(_ subscribers: [EventSubscriber], keepalive: Bool = false) {
         if keepalive { for subscriber in subscribers { subscriber.requestKeepalive() } }
-        guard subscribers.count > Self.inlineLimit else {
-            for subscriber in subscribers { subscriber.wake() }
-            return
-        }
         let added = state.withLock { state -> Int in
             guard !state.stopping else { return -1 }
             let before = state.queue.count
             for subscriber in subscribers where subscriber.markQueued() { state.queue.append(subscriber) }
             return state.queue.count - before
         }
-        if added < 0 {  // stopped: the caller's thread does the writes
+        if added < 0 {  // stopped after the server: no socket is left to write; let them see their end
             for subscriber in subscribers { subscriber.wake() }
             return
         }
@@ -67,6 +78,7 @@ final class Delivery: Sendable {
             return !state.stopping
         }
         guard first else { return }
+        stopped.store(true, ordering: .releasing)
         for _ in 0..<lanes { work.signal() }
         exited.wait()
     }

@@ -22,9 +22,13 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
     private let queued = Atomic(false)
     private let onDetach: @Sendable (ObjectIdentifier) -> Void
+    /// Its writer: the lane that wakes it (nil: whoever calls `wake`, in tests without a server).
+    private let delivery: Delivery?
 
-    init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, onDetach: @escaping @Sendable (ObjectIdentifier) -> Void) {
+    init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, delivery: Delivery? = nil,
+         onDetach: @escaping @Sendable (ObjectIdentifier) -> Void) {
         self.log = log
+        self.delivery = delivery
         self.onDetach = onDetach
         self.state = Mutex(State(preamble: Array("retry: \(retryMilliseconds)\n\n".utf8),
                                  cursor: log.index(after: lastEventID)))
@@ -45,9 +49,17 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         onDetach(ObjectIdentifier(self))
     }
 
-    /// Something new in the log (or a keepalive is due): have the connection send it.
+    /// Something new in the log (or a keepalive is due): have the connection send it. Called
+    /// by its delivery lane only (`Delivery`): while the connection is suspended the waker
+    /// writes the socket on this thread.
     func wake() {
+        delivery?.assertIsWriter()
         state.withLock { $0.waker }?.wake()
+    }
+
+    /// The socket has room again for the rest of a chunk: its writer finishes it.
+    func socketHasRoom(_ waker: any StreamWaker) {
+        if let delivery { delivery.wake([self]) } else { waker.wake() }
     }
 
     /// Shutdown: the stream says so before it ends, in an event without an id (it is not
