@@ -10,7 +10,7 @@ extension CacheStore {
     /// The writer: its connection set up and migrated, the totals and the keys read (which
     /// reads every row's key: a damaged page shows here). Closed again if any of it fails.
     static func startWriter(_ path: String, keys: KeyIndex, hot: HotCache, queue: DispatchQueue) throws -> WriterState {
-        let state = WriterState(db: try openWriter(path), keys: keys, hot: hot)
+        let state = WriterState(db: try openWriter(path), queue: queue, keys: keys, hot: hot)
         do {
             try queue.sync {
                 try state.loadTotals()

@@ -2,7 +2,7 @@ import Support
 
 /// A read-only connection with its lookup statement. Used by one thread at a time: it is
 /// taken out of the pool's mutex, used, and put back — hence `@unchecked Sendable`.
-final class ReadConnection: @unchecked Sendable {
+final class ReadConnection: @unchecked Sendable {  // one thread at a time: out of the pool, used, back
     private let db: Connection
 
     init(path: String) throws {

@@ -3,8 +3,14 @@ import Dispatch
 
 /// The writer connection and the running totals it maintains. Touched only on the writer
 /// queue, which is what makes the `@unchecked Sendable` sound.
-final class WriterState: @unchecked Sendable {
-    let db: Connection
+final class WriterState: @unchecked Sendable {  // confined to the writer queue (checked on entry)
+    /// The queue that owns it: every use of the connection checks it is on it.
+    let queue: DispatchQueue
+    private let connection: Connection
+    var db: Connection {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return connection
+    }
     /// The keys with a row, told of every row added or deleted once it has committed.
     let keys: KeyIndex
     /// The memory layer, told of a family's variants removed once the removal has committed
@@ -16,8 +22,9 @@ final class WriterState: @unchecked Sendable {
     private(set) var isClosed = false
     var flushTimer: (any DispatchSourceTimer)?
 
-    init(db: Connection, keys: KeyIndex, hot: HotCache) {
-        self.db = db
+    init(db: Connection, queue: DispatchQueue, keys: KeyIndex, hot: HotCache) {
+        connection = db
+        self.queue = queue
         self.keys = keys
         self.hot = hot
     }

@@ -197,7 +197,7 @@ private struct Canned: Sendable {
 }
 
 /// The deadline timer: set up once, cancelled once; Dispatch sources are thread-safe.
-private final class DeadlineTimer: @unchecked Sendable {
+private final class DeadlineTimer: @unchecked Sendable {  // Dispatch sources are thread-safe
     private let source: any DispatchSourceTimer
     init(_ source: any DispatchSourceTimer) { self.source = source }
     func cancel() { source.cancel() }

@@ -170,6 +170,6 @@ public final class RequestContext: Sendable, SocketObserver {
     }
 }
 
-struct ConnectionPointer: @unchecked Sendable {
+struct ConnectionPointer: @unchecked Sendable {  // an MHD handle: used only while MHD keeps the connection
     let raw: OpaquePointer
 }

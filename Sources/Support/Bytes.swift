@@ -7,7 +7,7 @@ import Glibc
 /// It owns its memory (allocated once, or handed over by a `Builder`, and freed in
 /// `deinit`), so the pointer it lends is stable for as long as anyone holds it; nothing
 /// writes to it after `init`, which is the argument for `@unchecked Sendable`.
-public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertible {
+public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertible {  // immutable after init
     private let storage: UnsafeMutableRawPointer
 
     public static let empty = Bytes([])

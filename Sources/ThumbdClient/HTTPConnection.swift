@@ -8,7 +8,7 @@ import Support
 ///
 /// `@unchecked Sendable`: a connection is handed between threads (a task, the blocking worker
 /// it waits on) but used by one at a time, like a file handle; it has no lock of its own.
-public final class HTTPConnection: @unchecked Sendable {
+public final class HTTPConnection: @unchecked Sendable {  // used by one thread at a time, handed over whole
     public struct Head: Sendable {
         public var status: Int
         /// Lower-case names.

@@ -10,7 +10,7 @@ import Support
 /// the same way.
 ///
 /// `@unchecked Sendable`: every field is read and written under `condition`'s lock.
-public final class ByteFeed: @unchecked Sendable {
+public final class ByteFeed: @unchecked Sendable {  // every field only under `condition`'s lock
     private let condition = NSCondition()
     private var chunks: [[UInt8]] = []
     private var offset = 0  // into chunks[0]

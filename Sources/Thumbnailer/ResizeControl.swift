@@ -7,7 +7,7 @@ internal import CVips
 ///
 /// `@unchecked Sendable`: the block's deadline is written once, before it is shared, and
 /// its flag is read and written with GLib's atomics only.
-public final class ResizeControl: @unchecked Sendable {
+public final class ResizeControl: @unchecked Sendable {  // deadline written before sharing; flag by GLib atomics
     let raw: UnsafeMutablePointer<thumbd_vips_control>
     public let timeLimit: Duration
 

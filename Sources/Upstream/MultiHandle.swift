@@ -11,7 +11,7 @@ import Synchronization
 /// for `@unchecked Sendable`. curl tells it which sockets to watch and when its timer is
 /// due through two callbacks, whose context pointer is this object (unretained: it outlives
 /// the multi handle, which `close` cleans up first).
-final class MultiHandle: @unchecked Sendable {
+final class MultiHandle: @unchecked Sendable {  // loop thread only, but `wakeup` (an eventfd write)
     let handle: UnsafeMutableRawPointer
     private let epoll: Int32
     private let wakeFD: Int32

@@ -227,7 +227,7 @@ final class BatchRegistry: Sendable {
 }
 
 /// The keepalive timer: set up once, cancelled once; Dispatch sources are thread-safe.
-private final class TimerBox: @unchecked Sendable {
+private final class TimerBox: @unchecked Sendable {  // Dispatch sources are thread-safe
     private let timer: any DispatchSourceTimer
     init(_ timer: any DispatchSourceTimer) { self.timer = timer }
     func cancel() { timer.cancel() }
