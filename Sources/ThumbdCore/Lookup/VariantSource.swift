@@ -57,7 +57,7 @@ final class VariantSource: Sendable {
         if patient { joined.flight?.bePatient() }
         guard let job = joined.job, joined.ready == nil else { return joined }
         // Re-check: a flight may have committed between the caller's lookup and this join.
-        if let stored = source.cached(key), stored.isFresh(at: ObjectSource.now()) {
+        if let stored = source.fresh(key) {
             flights.complete(key: key, job: job, with: .success(stored))
             return joined
         }

@@ -65,13 +65,20 @@ final class ObjectSource: Sendable {
             }
         }
         guard let job = joined.job, joined.ready == nil else { return joined }
-        // Re-check: a flight for this key may have committed between our lookup and our join.
-        if let object = cached(key), object.isFresh(at: Self.now()) {
+        // The flight's leader checks once more: one may have committed between the lookup and the join.
+        if let object = fresh(key) {
             coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
         } else if !loop.submit(job) {
             coalescer.complete(key: key, job: job, with: .failure(ThumbdError(UpstreamError.queueFull)))
         }
         return joined
+    }
+
+    /// The stored object of `key` while it is fresh: what every step after the lookup's own
+    /// decision asks (a flight's leader after its join, a variant of its original, a preview).
+    func fresh(_ key: String) -> CachedObject? {
+        guard let object = cached(key), object.isFresh(at: Self.now()) else { return nil }
+        return object
     }
 
     /// A waiter is gone; abort the transfer if it was the last one (and that is configured).

@@ -121,8 +121,8 @@ struct ThumbHandler: Sendable {
         var headers: [(String, String)] = []
         if let cache { headers.append(("X-Thumbd-Cache", cache)) }
         headers.append(("Cache-Control", maxAge.map { "public, max-age=\($0)" } ?? "no-store"))
+        if error.code == .busy { headers.append(("Retry-After", "1")) }
         if let placeholder {
-            if error.code == .busy { headers.append(("Retry-After", "1")) }
             headers.append(("Content-Type", placeholder.contentType))
             headers.append(("X-Content-Type-Options", "nosniff"))
             // An SVG opened by itself is a document: this one has no script, and may load nothing.
@@ -132,7 +132,6 @@ struct ThumbHandler: Sendable {
         }
         headers.append(("Content-Type", "application/json"))
         headers.append(("X-Thumbd-Error", error.code.rawValue))
-        if error.code == .busy { headers.append(("Retry-After", "1")) }
         return Response(status: error.status, headers: headers, body: error.jsonBody)
     }
 }

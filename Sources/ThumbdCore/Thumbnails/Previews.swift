@@ -27,8 +27,7 @@ enum Previews {
 
     /// The stored preview of the image at `key`, as a data URI; nil when none is kept.
     static func stored(of key: String, in source: ObjectSource) -> String? {
-        guard let object = source.cached(Self.key(of: key)), object.status == 200, object.isFresh(at: ObjectSource.now())
-        else { return nil }
+        guard let object = source.fresh(Self.key(of: key)), object.status == 200 else { return nil }
         source.store.recordAccess(object.key)
         return dataURI(object.body)
     }
