@@ -11,7 +11,6 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "thumbd", targets: ["thumbd"]),
-        .library(name: "ThumbdCore", targets: ["ThumbdCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -7,8 +7,8 @@ import Upstream
 /// One batch: its items' states and its event log. Every state change and its event are
 /// made under one lock, so the log's order is the order things happened, and `end` is
 /// always last. Subscribers are woken after the lock is released.
-public final class Batch: Sendable {
-    public enum ItemState: String, Sendable { case queued, fetching, done, failed, cancelled }
+package final class Batch: Sendable {
+    package enum ItemState: String, Sendable { case queued, fetching, done, failed, cancelled }
 
     struct Item {
         let index: Int
@@ -99,7 +99,7 @@ public final class Batch: Sendable {
     /// `"cancelOffscreen": true`: items that left the screen long ago are cancelled.
     let cancelOffscreen: Bool
 
-    public let id: String
+    package let id: String
     let log: EventLog
     private let delivery: Delivery
     /// Its record in the store (nil: not kept across a restart).

@@ -1,40 +1,40 @@
 import Configuration
 
 /// Batches and their event streams. Keys live under `batches.`.
-public struct BatchConfiguration: Sendable {
+package struct BatchConfiguration: Sendable {
     /// `batches.maxItems`: URLs in one batch; more is refused with 413.
-    public var maxItems = 1000
+    package var maxItems = 1000
     /// `batches.maxOpen`: batches still running at once; past this a new one gets 503.
-    public var maxOpen = 1000
+    package var maxOpen = 1000
     /// `batches.retentionSeconds`: a finished batch stays queryable this long, then 404.
-    public var retentionSeconds = 600
+    package var retentionSeconds = 600
     /// `batches.maxKept`: finished batches kept queryable at most; the oldest goes first.
-    public var maxKept = 1000
+    package var maxKept = 1000
     /// `batches.maxKeptBytes`: memory finished batches may hold (their events and items);
     /// past it the oldest finished batch goes first (then 404, like an expired one).
-    public var maxKeptBytes = 64 << 20
+    package var maxKeptBytes = 64 << 20
     /// `batches.keepaliveSeconds`: a `: keepalive` comment on idle event streams this often.
-    public var keepaliveSeconds = 15.0
+    package var keepaliveSeconds = 15.0
     /// `batches.retryMilliseconds`: the `retry:` an event stream starts with (EventSource's
     /// reconnection delay).
-    public var retryMilliseconds = 3000
+    package var retryMilliseconds = 3000
     /// `batches.progressIntervalMilliseconds`: at most one progress event per item this often.
-    public var progressIntervalMilliseconds = 250
+    package var progressIntervalMilliseconds = 250
     /// `batches.offscreenCancelSeconds`: in a batch posted with `"cancelOffscreen": true`, an
     /// item that was on screen and has been off it this long is cancelled (it is taken up
     /// again if it comes back). Long enough that a quick scroll back and forth keeps its work.
-    public var offscreenCancelSeconds = 2.0
+    package var offscreenCancelSeconds = 2.0
     /// `batches.screenFirstMilliseconds`: in a batch posted with `"focus"`, the items off
     /// screen start once every item on screen has finished, or after this long at most (a
     /// slow origin on screen must not hold the rest back); 0: all start at once.
-    public var screenFirstMilliseconds = 2000
+    package var screenFirstMilliseconds = 2000
     /// `batches.maxInlineBytes`: in a batch posted with `"inline": true`, a `done` whose
     /// image is at most this large carries it as a data URI (a grid tile: a few kilobytes).
-    public var maxInlineBytes = 16 << 10
+    package var maxInlineBytes = 16 << 10
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "batches")
         maxItems = try r.int("maxItems", maxItems)
         maxOpen = try r.int("maxOpen", maxOpen)
@@ -50,7 +50,7 @@ public struct BatchConfiguration: Sendable {
         try validate()
     }
 
-    public func validate() throws {
+    package func validate() throws {
         try require(maxItems >= 1, "batches.maxItems", "must be positive")
         try require(maxOpen >= 1, "batches.maxOpen", "must be positive")
         try require(retentionSeconds >= 0, "batches.retentionSeconds", "must not be negative")

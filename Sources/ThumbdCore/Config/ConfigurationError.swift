@@ -1,13 +1,13 @@
 /// A setting that is present but unusable. Start-up stops with this message rather than
 /// silently running with a value the operator did not ask for.
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-    public let key: String
-    public let reason: String
-    public init(key: String, reason: String) {
+package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    package let key: String
+    package let reason: String
+    package init(key: String, reason: String) {
         self.key = key
         self.reason = reason
     }
-    public var description: String { "invalid setting \(key): \(reason)" }
+    package var description: String { "invalid setting \(key): \(reason)" }
 }
 
 func require(_ condition: Bool, _ key: String, _ reason: @autoclosure () -> String) throws {

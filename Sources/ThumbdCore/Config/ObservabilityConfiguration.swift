@@ -3,17 +3,17 @@ public import Logging
 import HTTPServer
 
 /// `GET /metrics`. Keys live under `metrics.`.
-public struct MetricsConfiguration: Sendable {
+package struct MetricsConfiguration: Sendable {
     /// `metrics.enabled`: serve `/metrics` at all.
-    public var enabled = true
+    package var enabled = true
     /// `metrics.listen`: empty (the default) serves `/metrics` beside everything else on
     /// `server.listen`; an address (`127.0.0.1:9464`) serves it there instead, alone, for a
     /// scraper that must not reach the rest of the API.
-    public var listen = ""
+    package var listen = ""
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "metrics")
         enabled = try r.bool("enabled", enabled)
         listen = r.string("listen", listen)
@@ -30,29 +30,29 @@ public struct MetricsConfiguration: Sendable {
         }
     }
 
-    public func validate() throws {
+    package func validate() throws {
         _ = try listenAddress()
     }
 }
 
 /// Logs beyond the daemon's own events. Keys live under `log.`.
-public struct LogConfiguration: Sendable {
+package struct LogConfiguration: Sendable {
     /// `log.access`: one line per request (time, method, path without secrets, status,
     /// bytes, cache result, duration, request id) on standard error, label `thumbd.access`.
-    public var access = false
+    package var access = false
     /// `log.level`: trace, debug, info (the default), notice, warning, error or critical.
-    public var level = Logger.Level.info
+    package var level = Logger.Level.info
     /// `log.format`: `text` (the default: one line per event, as swift-log prints) or `json`
     /// (one JSON object per line: time, level, label, message and the event's fields, the
     /// request id among them).
-    public var format = LogOutput.Format.text
+    package var format = LogOutput.Format.text
     /// `log.file`: a file the lines are appended to, reopened on SIGHUP (logrotate); empty
     /// (the default): standard error.
-    public var file: String?
+    package var file: String?
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "log")
         access = try r.bool("access", access)
         let levelText = r.string("level", level.rawValue)

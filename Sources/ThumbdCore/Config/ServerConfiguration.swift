@@ -6,44 +6,44 @@ import HTTPServer
 private let serverDefaults = HTTPServer.Configuration()
 
 /// How thumbd listens and how many connections it holds. Keys live under `server.`.
-public struct ServerConfiguration: Sendable {
+package struct ServerConfiguration: Sendable {
     /// `server.listen`: HOST:PORT to listen on. Port 0 picks a free port (tests).
-    public var listen = serverDefaults.listen.description
+    package var listen = serverDefaults.listen.description
     /// `server.threads`: libmicrohttpd worker threads (epoll, one event loop each).
-    public var threads = serverDefaults.threads
+    package var threads = serverDefaults.threads
     /// `server.maxConnections`: open client connections, idle and suspended included.
-    public var maxConnections = serverDefaults.maxConnections
+    package var maxConnections = serverDefaults.maxConnections
     /// `server.listenBacklog`: kernel accept queue length.
-    public var listenBacklog = serverDefaults.listenBacklog
+    package var listenBacklog = serverDefaults.listenBacklog
     /// `server.idleTimeoutSeconds`: an idle keep-alive connection is closed after this.
-    public var idleTimeoutSeconds = Int(serverDefaults.idleTimeout / .seconds(1))
+    package var idleTimeoutSeconds = Int(serverDefaults.idleTimeout / .seconds(1))
     /// `server.requestTimeoutSeconds`: a request's headers and body must arrive within this
     /// of its request line (a client trickling bytes is closed with 408). Before the request
     /// line, `idleTimeoutSeconds` applies, whatever the client sends.
-    public var requestTimeoutSeconds = Int(serverDefaults.requestTimeout / .seconds(1))
+    package var requestTimeoutSeconds = Int(serverDefaults.requestTimeout / .seconds(1))
     /// Query parameters one request may carry; more get 414 (libmicrohttpd keeps a record
     /// per parameter in the connection pool, which `maxRequestBytes` bounds).
-    public static let maxQueryParameters = serverDefaults.maxQueryParameters
+    package static let maxQueryParameters = serverDefaults.maxQueryParameters
     /// `server.maxRequestBytes`: request line + headers; a longer URL gets 414. It is also
     /// libmicrohttpd's per-connection memory pool, which it zeroes for every request and
     /// which every open event stream holds: 8 KB (twice the URL limit) instead of 32 KB
     /// was measured faster on hits and 40 MB smaller at 10,000 streams.
-    public var maxRequestBytes = serverDefaults.maxRequestBytes
+    package var maxRequestBytes = serverDefaults.maxRequestBytes
     /// `server.maxBodyBytes`: a request body larger than this is refused with 413.
-    public var maxBodyBytes = serverDefaults.maxBodyBytes
+    package var maxBodyBytes = serverDefaults.maxBodyBytes
     /// `server.shutdownGraceSeconds`: on SIGTERM, in-flight fetches get this long to finish.
-    public var shutdownGraceSeconds = 5.0
+    package var shutdownGraceSeconds = 5.0
 
     /// `server.allowedHosts`: host names (besides loopback names and the listen address)
     /// that requests may carry in `Host`; others get 421 (DNS rebinding). `*` allows any.
-    public var allowedHosts: [String] = []
+    package var allowedHosts: [String] = []
     /// `server.allowedOrigins`: web origins (`https://app.example`) that may POST/DELETE
     /// cross-origin and get CORS headers; other foreign origins get 403 on those.
-    public var allowedOrigins: [String] = []
+    package var allowedOrigins: [String] = []
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "server")
         listen = r.string("listen", listen)
         threads = try r.int("threads", threads)
@@ -60,7 +60,7 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// `listen`, parsed.
-    public func listenAddress() throws(ConfigurationError) -> ListenAddress {
+    package func listenAddress() throws(ConfigurationError) -> ListenAddress {
         do {
             return try ListenAddress(parsing: listen)
         } catch {
@@ -90,7 +90,7 @@ public struct ServerConfiguration: Sendable {
         return server
     }
 
-    public func validate() throws {
+    package func validate() throws {
         _ = try listenAddress()
         try require((1...64).contains(threads), "server.threads", "must be 1...64, got \(threads)")
         try require(maxConnections >= 16, "server.maxConnections", "must be at least 16")

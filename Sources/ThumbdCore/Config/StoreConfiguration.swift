@@ -6,34 +6,34 @@ public import Configuration
 private let storeDefaults = CacheStore.Configuration(path: "var/thumbd.sqlite")
 
 /// The SQLite cache. Keys live under `store.`.
-public struct StoreConfiguration: Sendable {
+package struct StoreConfiguration: Sendable {
     /// `store.path`: the database file (WAL mode; `-wal` and `-shm` files sit beside it).
-    public var path = storeDefaults.path
+    package var path = storeDefaults.path
     /// `store.maxBytes`: total size of cached bodies; least recently used objects go first.
-    public var maxBytes = storeDefaults.maxBytes
+    package var maxBytes = storeDefaults.maxBytes
     /// `store.defaultTTLSeconds`: freshness when the origin sends no max-age or Expires.
-    public var defaultTTLSeconds = 86_400
+    package var defaultTTLSeconds = 86_400
     /// `store.maxTTLSeconds`: an origin's max-age is capped at this.
-    public var maxTTLSeconds = 30 * 86_400
+    package var maxTTLSeconds = 30 * 86_400
     /// `store.memoryBytes`: recently served objects also kept in memory, in front of SQLite
     /// (0 turns it off). Objects larger than 1/16 of it are never kept there.
-    public var memoryBytes = storeDefaults.memoryBytes
+    package var memoryBytes = storeDefaults.memoryBytes
     /// `store.graceSeconds`: an expired object is still answered at once for this long
     /// (or the origin's longer `stale-while-revalidate`) while one background refresh
     /// runs, as Varnish's default grace. 0 turns it off: requests wait for the refresh.
-    public var graceSeconds = 10
+    package var graceSeconds = 10
     /// `store.negativeTTLSeconds`: how long an upstream 404/410 is remembered.
-    public var negativeTTLSeconds = 60
+    package var negativeTTLSeconds = 60
     /// `store.accessFlushMilliseconds`: last-access times (for LRU) are written in batches this often.
-    public var accessFlushMilliseconds = storeDefaults.accessFlushMilliseconds
+    package var accessFlushMilliseconds = storeDefaults.accessFlushMilliseconds
     /// `store.commitDelayMilliseconds`: a store write waits this long for the writes after
     /// it, so that a burst of fetches commits in one transaction after the burst rather than
     /// in many during it (0: commit as soon as the writer is free).
-    public var commitDelayMilliseconds = storeDefaults.commitDelayMilliseconds
+    package var commitDelayMilliseconds = storeDefaults.commitDelayMilliseconds
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "store")
         path = r.string("path", path)
         maxBytes = Int64(try r.int("maxBytes", Int(maxBytes)))
@@ -48,7 +48,7 @@ public struct StoreConfiguration: Sendable {
     }
 
     /// The store's settings: sizes and paths (the TTLs stay here, with freshness).
-    public var blobStore: CacheStore.Configuration {
+    package var blobStore: CacheStore.Configuration {
         var store = CacheStore.Configuration(path: path)
         store.maxBytes = maxBytes
         store.memoryBytes = memoryBytes
@@ -57,7 +57,7 @@ public struct StoreConfiguration: Sendable {
         return store
     }
 
-    public func validate() throws {
+    package func validate() throws {
         try require(!path.isEmpty, "store.path", "must not be empty")
         try require(maxBytes >= 1 << 20, "store.maxBytes", "must be at least 1 MiB")
         try require(defaultTTLSeconds >= 0, "store.defaultTTLSeconds", "must not be negative")

@@ -5,19 +5,19 @@ import SystemPackage
 /// Every setting of the daemon. Sources, later wins: the YAML file (`config/thumbd.yaml`),
 /// then `THUMBD_*` environment variables (`THUMBD_UPSTREAM_MAX_PER_HOST` for
 /// `upstream.maxPerHost`), then command-line flags.
-public struct ThumbdConfiguration: Sendable {
-    public var server = ServerConfiguration()
-    public var store = StoreConfiguration()
-    public var upstream = UpstreamConfiguration()
-    public var batches = BatchConfiguration()
-    public var thumbnails = ThumbnailConfiguration()
-    public var metrics = MetricsConfiguration()
-    public var log = LogConfiguration()
-    public var signing = SigningConfiguration()
+package struct ThumbdConfiguration: Sendable {
+    package var server = ServerConfiguration()
+    package var store = StoreConfiguration()
+    package var upstream = UpstreamConfiguration()
+    package var batches = BatchConfiguration()
+    package var thumbnails = ThumbnailConfiguration()
+    package var metrics = MetricsConfiguration()
+    package var log = LogConfiguration()
+    package var signing = SigningConfiguration()
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         server = try ServerConfiguration(reader: reader)
         store = try StoreConfiguration(reader: reader)
         upstream = try UpstreamConfiguration(reader: reader)
@@ -31,16 +31,16 @@ public struct ThumbdConfiguration: Sendable {
     /// Where `thumbd serve` looks for a settings file when `--config` is not given, in order:
     /// the working directory's (a checkout, `scripts/run`), then the system's (a package,
     /// the systemd unit, the container).
-    public static let defaultFiles = ["config/thumbd.yaml", "/etc/thumbd/thumbd.yaml"]
+    package static let defaultFiles = ["config/thumbd.yaml", "/etc/thumbd/thumbd.yaml"]
 
     /// The first of `defaultFiles` that exists, or nil (the built-in defaults).
-    public static func defaultFile(exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }) -> String? {
+    package static func defaultFile(exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }) -> String? {
         defaultFiles.first(where: exists)
     }
 
     /// Loads the file (if any), the environment and the flag overrides, in that order of
     /// increasing precedence. `overrides` maps dotted keys (`server.listen`) to values.
-    public static func load(
+    package static func load(
         file: String?,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]

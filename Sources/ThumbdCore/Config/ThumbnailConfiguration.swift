@@ -7,21 +7,21 @@ import Thumbnailer
 private let thumbnailerDefaults = Thumbnailer.Configuration()
 
 /// Resizing with libvips. Keys live under `thumbnails.`.
-public struct ThumbnailConfiguration: Sendable {
+package struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.maxSourcePixels`: a source with more pixels (width × height, from its
     /// header, before any decode) is refused with 422 `image_too_large`. imgproxy's default.
-    public var maxSourcePixels = thumbnailerDefaults.maxSourcePixels
+    package var maxSourcePixels = thumbnailerDefaults.maxSourcePixels
     /// `thumbnails.maxOutputPixels`: a larger `w` × `h` is refused with 400 `output_too_large`.
-    public var maxOutputPixels = thumbnailerDefaults.maxOutputPixels
+    package var maxOutputPixels = thumbnailerDefaults.maxOutputPixels
     /// `thumbnails.timeLimitSeconds`: one resize's decode and encode; past it libvips's
     /// evaluation is killed and the answer is 503 `resize_timeout`.
-    public var timeLimitSeconds = Double(thumbnailerDefaults.timeLimit / .milliseconds(1)) / 1000
+    package var timeLimitSeconds = Double(thumbnailerDefaults.timeLimit / .milliseconds(1)) / 1000
     /// `thumbnails.workers`: resizes that run at once, each on its own thread (the resize
     /// lane); the cheap work never waits for them. Default: the number of cores.
-    public var workers = ProcessInfo.processInfo.activeProcessorCount
+    package var workers = ProcessInfo.processInfo.activeProcessorCount
     /// `thumbnails.maxQueued`: resizes that may wait for a worker; past it 503 `busy` with
     /// `Retry-After`.
-    public var maxQueued = 64
+    package var maxQueued = 64
     /// `thumbnails.streams`: JPEG originals of a batch's on-screen items decoded while they
     /// download, at once, each on a thread of its own that waits whenever it has caught up
     /// with the bytes, at the daemon's own priority, within 8 MiB of estimated memory (0:
@@ -30,26 +30,26 @@ public struct ThumbnailConfiguration: Sendable {
     /// arrives instead of after. `/thumb` never streams; an item off screen only if it comes
     /// on screen while at most 4 MiB of its original have come. An on-screen original whose
     /// body is whole before a slot frees takes one of a few slots beyond these (one per core).
-    public var streams = 16
+    package var streams = 16
     /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
     /// estimate made from each image's header before it is decoded. A resize waits until its
     /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
-    public var maxMemoryBytes = thumbnailerDefaults.maxMemoryBytes
+    package var maxMemoryBytes = thumbnailerDefaults.maxMemoryBytes
     /// `thumbnails.maxAvifPixels`: the largest AVIF thumbnail (libheif's encode is one call
     /// that cannot be stopped, so its size bounds its time). Larger: `format=auto` encodes
     /// WebP instead, `format=avif` is refused (422 `resize_too_costly`).
-    public var maxAVIFPixels = thumbnailerDefaults.maxAVIFPixels
+    package var maxAVIFPixels = thumbnailerDefaults.maxAVIFPixels
     /// `thumbnails.autoFormats`: what `format=auto` may answer, most preferred first; it
     /// answers the first the client's `Accept` lists (JPEG when none). JPEG first by
     /// default: for grid tiles it encodes 2-12x faster than WebP and 5-18x faster than AVIF
     /// (`scripts/bench formats`), and the bytes AVIF or WebP would save cost well under a
     /// millisecond to move over loopback, where thumbd answers. Put `avif` or `webp` first
     /// when thumbd serves clients over a real network.
-    public var autoFormats: [ImageFormat] = [.jpeg, .webp, .avif]
+    package var autoFormats: [ImageFormat] = [.jpeg, .webp, .avif]
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "thumbnails")
         maxSourcePixels = try r.int("maxSourcePixels", maxSourcePixels)
         maxOutputPixels = try r.int("maxOutputPixels", maxOutputPixels)
@@ -69,7 +69,7 @@ public struct ThumbnailConfiguration: Sendable {
         try validate()
     }
 
-    public func validate() throws {
+    package func validate() throws {
         try require(maxSourcePixels >= 1_000_000, "thumbnails.maxSourcePixels", "must be at least 1000000")
         try require(maxOutputPixels >= 64 * 64, "thumbnails.maxOutputPixels", "must be at least 4096")
         try require(timeLimitSeconds > 0, "thumbnails.timeLimitSeconds", "must be positive")

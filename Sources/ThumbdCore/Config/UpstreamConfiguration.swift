@@ -6,52 +6,52 @@ import Upstream
 private let loopDefaults = TransferLoop.Configuration()
 
 /// How thumbd talks to origins. Keys live under `upstream.`.
-public struct UpstreamConfiguration: Sendable {
+package struct UpstreamConfiguration: Sendable {
     /// `upstream.threads`: transfer loops, each a thread with its own curl multi handle
     /// and connections; the limits below are shared out among them (see `TransferLoops`).
-    public var threads = 2
+    package var threads = 2
     /// `upstream.maxConcurrent`: transfers running at once, all hosts together.
-    public var maxConcurrent = loopDefaults.maxConcurrent
+    package var maxConcurrent = loopDefaults.maxConcurrent
     /// `upstream.maxPerHost`: a politeness cap on transfers running at once to one host;
     /// 0 (the default) for none beyond `maxConnectionsPerHost`.
-    public var maxPerHost = loopDefaults.maxPerHost
+    package var maxPerHost = loopDefaults.maxPerHost
     /// `upstream.maxConnectionsPerHost`: connections open at once to one host. Over
     /// HTTP/1.1 that is the transfers running to it; HTTP/2 origins multiplex many
     /// transfers over one connection.
-    public var maxConnectionsPerHost = loopDefaults.maxConnectionsPerHost
+    package var maxConnectionsPerHost = loopDefaults.maxConnectionsPerHost
     /// `upstream.maxQueued`: fetches waiting for a slot; past this a new fetch gets 503 at once.
-    public var maxQueued = loopDefaults.maxQueued
+    package var maxQueued = loopDefaults.maxQueued
     /// `upstream.connectTimeoutMilliseconds`: TCP + TLS connect.
-    public var connectTimeoutMilliseconds = loopDefaults.connectTimeoutMilliseconds
+    package var connectTimeoutMilliseconds = loopDefaults.connectTimeoutMilliseconds
     /// `upstream.timeoutMilliseconds`: the whole transfer, redirects included.
-    public var timeoutMilliseconds = loopDefaults.timeoutMilliseconds
+    package var timeoutMilliseconds = loopDefaults.timeoutMilliseconds
     /// `upstream.lowSpeedBytesPerSecond` / `upstream.lowSpeedSeconds`: abort a transfer
     /// slower than this for this long.
-    public var lowSpeedBytesPerSecond = loopDefaults.lowSpeedBytesPerSecond
-    public var lowSpeedSeconds = loopDefaults.lowSpeedSeconds
+    package var lowSpeedBytesPerSecond = loopDefaults.lowSpeedBytesPerSecond
+    package var lowSpeedSeconds = loopDefaults.lowSpeedSeconds
     /// `upstream.maxObjectBytes`: a larger body is refused (502), checked while it streams in.
-    public var maxObjectBytes = loopDefaults.maxObjectBytes
+    package var maxObjectBytes = loopDefaults.maxObjectBytes
     /// `upstream.maxRedirects`: redirects followed before giving up (502).
-    public var maxRedirects = loopDefaults.maxRedirects
+    package var maxRedirects = loopDefaults.maxRedirects
     /// `upstream.allowPrivateNetworks`: allow loopback, private, link-local and multicast
     /// destinations. Off by default: thumbd must not become a way into the local network.
-    public var allowPrivateNetworks = false
+    package var allowPrivateNetworks = false
     /// `upstream.allowHosts`: if not empty, only these hosts (`example.org`, `*.example.org`).
-    public var allowHosts: [String] = []
+    package var allowHosts: [String] = []
     /// `upstream.abortWhenAbandoned`: abort a transfer when its last waiter has gone.
-    public var abortWhenAbandoned = true
+    package var abortWhenAbandoned = true
     /// `upstream.userAgent`: the User-Agent sent to origins: `thumbd/` and the release.
-    public var userAgent = "thumbd/" + BuildInfo.version
+    package var userAgent = "thumbd/" + BuildInfo.version
     /// `upstream.caFile`: a PEM file of certificate authorities to trust for https origins
     /// instead of the system's. Verification itself cannot be turned off.
-    public var caFile: String?
+    package var caFile: String?
     /// `upstream.proxy`: an HTTP proxy every fetch goes through, e.g. a Varnish or nginx
     /// parent cache shared by many machines (`http://cache.internal:6081`).
-    public var proxy: String?
+    package var proxy: String?
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "upstream")
         threads = try r.int("threads", threads)
         maxConcurrent = try r.int("maxConcurrent", maxConcurrent)
@@ -93,7 +93,7 @@ public struct UpstreamConfiguration: Sendable {
         return loop
     }
 
-    public func validate() throws {
+    package func validate() throws {
         try require((1...64).contains(threads), "upstream.threads", "must be 1...64, got \(threads)")
         try require(maxConcurrent >= 1, "upstream.maxConcurrent", "must be positive")
         try require(maxPerHost >= 0, "upstream.maxPerHost", "must not be negative (0: no cap)")

@@ -8,9 +8,9 @@ import Synchronization
 /// for the group's graceful shutdown, then stops the part. The group shuts its services down
 /// in reverse order, each once the one after it has returned, so the order of the list in
 /// `Thumbd.services(…)` is the daemon's shutdown order, written once.
-public final class DaemonService: Service, Sendable, CustomStringConvertible {
+package final class DaemonService: Service, Sendable, CustomStringConvertible {
     /// The part's name, as the group's log names the service.
-    public let description: String
+    package let description: String
     private let body: @Sendable () -> Void
     private let stopped = Atomic<Bool>(false)
 
@@ -19,7 +19,7 @@ public final class DaemonService: Service, Sendable, CustomStringConvertible {
         body = stop
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()  // or the group was cancelled: stop all the same
         // Stopping waits for threads to exit and for SQLite to checkpoint: on a Dispatch
         // worker, never on the cooperative pool.

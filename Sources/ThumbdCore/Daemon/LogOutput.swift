@@ -4,8 +4,8 @@ import Synchronization
 
 /// Where the daemon's log lines go: standard error, or `log.file` (appended, and reopened on
 /// SIGHUP so that logrotate can move it), as text or as JSON lines (`log.format`).
-public final class LogOutput: Sendable {
-    public enum Format: String, Sendable, CaseIterable {
+package final class LogOutput: Sendable {
+    package enum Format: String, Sendable, CaseIterable {
         case text, json
     }
 
@@ -15,7 +15,7 @@ public final class LogOutput: Sendable {
     /// line is never written half to the old file.
     private let descriptor: Mutex<Int32>
 
-    public init(format: Format, path: String?) throws(ConfigurationError) {
+    package init(format: Format, path: String?) throws(ConfigurationError) {
         self.format = format
         self.path = path
         if let path {
@@ -41,7 +41,7 @@ public final class LogOutput: Sendable {
     /// Opens `log.file` again (after logrotate moved it). Nothing to do on standard error.
     /// Returns an error's text when the file cannot be opened; the old one is kept then.
     @discardableResult
-    public func reopen() -> String? {
+    package func reopen() -> String? {
         guard let path else { return nil }
         let fd = Self.open(path)
         guard fd >= 0 else { return "\(path): \(String(cString: strerror(errno)))" }
@@ -68,7 +68,7 @@ public final class LogOutput: Sendable {
     }
 
     /// A swift-log handler that writes here.
-    public func handler(label: String, level: Logger.Level) -> any LogHandler {
+    package func handler(label: String, level: Logger.Level) -> any LogHandler {
         Handler(output: self, label: label, logLevel: level)
     }
 

@@ -13,8 +13,8 @@ import Upstream
 /// failure stops what had started, the last first). Each running part is then a
 /// `DaemonService` (`services`), which `thumbd serve` runs in one `ServiceGroup`: SIGTERM or
 /// SIGINT stops them in the reverse order of that list, every thread started included.
-public final class Thumbd: Service, Sendable {
-    public let configuration: ThumbdConfiguration
+package final class Thumbd: Service, Sendable {
+    package let configuration: ThumbdConfiguration
     let logger: Logger
     private let phase = Mutex(Phase.created)
 
@@ -43,7 +43,7 @@ public final class Thumbd: Service, Sendable {
     /// call takes a few milliseconds (README, "Memory").
     static let freeMemoryInterval = Duration.seconds(10)
 
-    public init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
+    package init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
         self.configuration = configuration
         self.logger = logger
     }
@@ -54,44 +54,44 @@ public final class Thumbd: Service, Sendable {
     }
 
     /// Between a successful `start()` and `shutdown()`.
-    public var isRunning: Bool {
+    package var isRunning: Bool {
         if case .running = phase.withLock({ $0 }) { return true }
         return false
     }
 
     /// The port the server listens on (the configured one, or the one picked for port 0).
-    public var port: UInt16 { parts.server.port }
+    package var port: UInt16 { parts.server.port }
 
     /// The cache (tests look inside it).
-    public var store: CacheStore { parts.store }
+    package var store: CacheStore { parts.store }
 
     /// Requests currently waiting for a fetch (their connections are suspended).
-    public var waitingRequests: Int { parts.server.suspendedConnections }
+    package var waitingRequests: Int { parts.server.suspendedConnections }
 
     /// Distinct fetches in flight (queued or running).
-    public var fetchesInFlight: Int { parts.coalescer.inFlightCount }
+    package var fetchesInFlight: Int { parts.coalescer.inFlightCount }
 
     /// Memory held by finished batches kept for their retention.
-    public var keptBatchBytes: Int { parts.batches.keptFinishedBytes }
+    package var keptBatchBytes: Int { parts.batches.keptFinishedBytes }
 
     /// Thumbnails made (resizes run) since start.
-    public var thumbnailsMade: Int { parts.variants.resizes }
+    package var thumbnailsMade: Int { parts.variants.resizes }
 
     /// Of those, the ones decoded while their original downloaded.
-    public var thumbnailsStreamed: Int { parts.variants.streamed }
+    package var thumbnailsStreamed: Int { parts.variants.streamed }
 
     /// Decodes of originals running while they download (each holds a stream slot).
-    public var streamsRunning: Int { parts.variants.streams?.inUse ?? 0 }
+    package var streamsRunning: Int { parts.variants.streams?.inUse ?? 0 }
 
     /// Resizes the lane has started since start, and those running now.
-    public var resizesStarted: Int { parts.variants.lane.load.started }
-    public var resizesRunning: Int { parts.variants.lane.load.running }
+    package var resizesStarted: Int { parts.variants.lane.load.started }
+    package var resizesRunning: Int { parts.variants.lane.load.running }
 
     /// The port of `/metrics`'s own listener (`metrics.listen`), if there is one.
-    public var metricsPort: UInt16? { parts.metricsServer?.port }
+    package var metricsPort: UInt16? { parts.metricsServer?.port }
 
     /// Open `text/event-stream` responses.
-    public var openEventStreams: Int { parts.batches.openStreams }
+    package var openEventStreams: Int { parts.batches.openStreams }
 
     /// Opens the cache, starts the transfer loops, the processing stage and the server. On
     /// failure whatever was started is stopped again.
@@ -109,7 +109,7 @@ public final class Thumbd: Service, Sendable {
         }
     }
 
-    public func start() throws {
+    package func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
         // Each part that starts threads or holds files says how it stops; a start that fails
         // part way (the port taken, a bad metrics address) stops them, the last started first.
@@ -254,7 +254,7 @@ public final class Thumbd: Service, Sendable {
 
     /// The running daemon's parts as services, in the order they are stopped in reverse
     /// (see `services(…)`); empty before `start()`.
-    public var services: [DaemonService] {
+    package var services: [DaemonService] {
         guard case .running(let parts) = phase.withLock({ $0 }) else { return [] }
         return parts.services
     }
@@ -262,7 +262,7 @@ public final class Thumbd: Service, Sendable {
     /// The daemon as one service (a test, or a program that embeds it): starts it, then
     /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
     /// shutdown (or cancellation) stops in order.
-    public func run() async throws {
+    package func run() async throws {
         try start()
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
@@ -275,7 +275,7 @@ public final class Thumbd: Service, Sendable {
 
     /// Stops every part, in the order of a graceful shutdown (`services(…)`), and waits
     /// for them: what the group does, on the caller's thread.
-    public func shutdown() {
+    package func shutdown() {
         guard case .running(let parts) = phase.withLock({ phase in
             defer { if case .running = phase { phase = .stopped } }
             return phase

@@ -1,6 +1,6 @@
 /// Every error code a client can see, with its HTTP status: the contract's error table in
 /// one place (the README's table lists the same). A code has exactly one status.
-public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
+package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case missingURL = "missing_url"  // 400: no url parameter
     case malformedURL = "malformed_url"  // 400: not an absolute URL, bad port, control bytes
     case unsupportedScheme = "unsupported_scheme"  // 400: not http or https
@@ -59,7 +59,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
     case busy = "busy"  // 503: thumbnails.maxQueued resizes already wait (Retry-After)
     case upstreamTimeout = "upstream_timeout"  // 504: connect, total or low-speed timeout
 
-    public var status: Int {
+    package var status: Int {
         switch self {
         case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .unknownParameter, .unsupportedParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
         case .badSignature, .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
@@ -81,5 +81,5 @@ public enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }

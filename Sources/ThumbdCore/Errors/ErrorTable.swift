@@ -7,7 +7,7 @@ import Upstream
 /// a client reads. No lower layer's internal text reaches a client except curl's summary
 /// of an otherwise unclassified transfer failure.
 extension ThumbdError {
-    public init(_ error: UpstreamError) {
+    package init(_ error: UpstreamError) {
         switch error {
         case .status(let status) where status == 404 || status == 410: self = .upstreamStatus(status)
         case .status(let status): self.init(.upstreamStatus, "the origin answered \(status)")
@@ -29,7 +29,7 @@ extension ThumbdError {
         }
     }
 
-    public init(_ refusal: ServerRefusal) {
+    package init(_ refusal: ServerRefusal) {
         switch refusal {
         case .tooManyConnections: self.init(.tooManyConnections, "thumbd holds as many connections as it may")
         case .shuttingDown: self = .shuttingDown
@@ -43,7 +43,7 @@ extension ThumbdError {
         }
     }
 
-    public init(_ error: ThumbnailerError) {
+    package init(_ error: ThumbnailerError) {
         switch error {
         case .notAnImage, .unsupportedFormat: self = .notAnImage
         case .tooCostly(let reason): self.init(.resizeTooCostly, reason)
@@ -58,14 +58,14 @@ extension ThumbdError {
         }
     }
 
-    public init(_ error: HTTPServerError) {
+    package init(_ error: HTTPServerError) {
         self.init(.listenFailed, error.description)
     }
 }
 
 extension Response {
     /// The contract's error answer: the JSON body, never cached.
-    public static func error(_ error: ThumbdError, headers: [(String, String)] = []) -> Response {
+    package static func error(_ error: ThumbdError, headers: [(String, String)] = []) -> Response {
         Response(
             status: error.status,
             headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store"),

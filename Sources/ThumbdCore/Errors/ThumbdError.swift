@@ -2,41 +2,41 @@ import Support
 
 /// An error a client sees: an HTTP status, a machine-readable code and a human message.
 /// It renders itself as the contract's JSON body `{"error": ..., "message": ...}`.
-public struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let code: ErrorCode
-    public let message: String
+package struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let code: ErrorCode
+    package let message: String
     /// The HTTP status, which the code decides.
-    public var status: Int { code.status }
+    package var status: Int { code.status }
 
-    public init(_ code: ErrorCode, _ message: String) {
+    package init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(status) \(code): \(message)" }
+    package var description: String { "\(status) \(code): \(message)" }
 
-    public var jsonBody: Bytes {
+    package var jsonBody: Bytes {
         Bytes("{\"error\":\(JSONText.quote(code.rawValue)),\"message\":\(JSONText.quote(message))}\n")
     }
 
     // Shorthands that say the status class where it is thrown (and check it).
-    public static func badRequest(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(400, code, message) }
-    public static func forbidden(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(403, code, message) }
-    public static func badGateway(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(502, code, message) }
-    public static func unavailable(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(503, code, message) }
+    package static func badRequest(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(400, code, message) }
+    package static func forbidden(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(403, code, message) }
+    package static func badGateway(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(502, code, message) }
+    package static func unavailable(_ code: ErrorCode, _ message: String) -> ThumbdError { checked(503, code, message) }
 
     private static func checked(_ status: Int, _ code: ErrorCode, _ message: String) -> ThumbdError {
         precondition(code.status == status, "\(code) is not a \(status)")
         return .init(code, message)
     }
-    public static let notFound = ThumbdError(.notFound, "no such resource")
-    public static func upstreamStatus(_ status: Int) -> ThumbdError {
+    package static let notFound = ThumbdError(.notFound, "no such resource")
+    package static func upstreamStatus(_ status: Int) -> ThumbdError {
         .init(status == 410 ? .upstreamGone : .upstreamNotFound, "the origin answered \(status)")
     }
-    public static let notAnImage = ThumbdError(.notAnImage, "the origin's body is not an image (judged by its bytes)")
-    public static let upstreamTimeout = ThumbdError(.upstreamTimeout, "the origin did not answer in time")
-    public static let cancelled = ThumbdError(.cancelled, "nobody waits for this fetch any more")
-    public static let shuttingDown = ThumbdError(.shuttingDown, "thumbd is shutting down")
+    package static let notAnImage = ThumbdError(.notAnImage, "the origin's body is not an image (judged by its bytes)")
+    package static let upstreamTimeout = ThumbdError(.upstreamTimeout, "the origin did not answer in time")
+    package static let cancelled = ThumbdError(.cancelled, "nobody waits for this fetch any more")
+    package static let shuttingDown = ThumbdError(.shuttingDown, "thumbd is shutting down")
 }
 
 enum JSONText {

@@ -13,7 +13,7 @@ import Synchronization
 /// does not read): ending a stream costs a write of its own (the chunked body's end), and
 /// with a thousand subscribers the first streams' ends would otherwise sit between the
 /// last event and the subscribers still waiting for it.
-public final class EventLog: Sendable {
+package final class EventLog: Sendable {
     /// How long finished streams wait for the slowest subscriber before they close anyway.
     static let closeGrace = DispatchTimeInterval.seconds(1)
 

@@ -4,7 +4,7 @@ import Synchronization
 import Upstream
 
 /// What a flight runs: an upstream fetch (`FetchJob`) or a resize (`ResizeJob`).
-public protocol CoalescedJob: AnyObject, Sendable {
+package protocol CoalescedJob: AnyObject, Sendable {
     /// Its place in the queues it waits in: the highest priority of its waiters, and whether
     /// one of them shows it on screen.
     var urgency: Urgency { get }
@@ -20,13 +20,13 @@ extension FetchJob: CoalescedJob {}
 /// How a request met its flight: it started it (`miss`), joined it in flight (`coalesced`),
 /// or came after it had finished, while its result was being stored (`hit`: that result is
 /// what the cache holds).
-public enum FlightRole: Sendable { case leader, follower, finished }
+package enum FlightRole: Sendable { case leader, follower, finished }
 
 /// What every waiter of a flight gets.
-public typealias FlightOutcome = Result<CachedObject, ThumbdError>
+package typealias FlightOutcome = Result<CachedObject, ThumbdError>
 
 /// One upstream fetch per cache key.
-public typealias FetchCoalescer = Coalescer<FetchJob>
+package typealias FetchCoalescer = Coalescer<FetchJob>
 
 /// At most one flight per cache key: one upstream fetch, or one resize. The first asker creates the in-flight entry
 /// (`leader`: its response says `miss`); later askers join its waiting list (`follower`:
@@ -37,26 +37,26 @@ public typealias FetchCoalescer = Coalescer<FetchJob>
 /// answered at once, and askers arriving before `release` get the outcome without waiting
 /// (`Joined.ready`). That lets the store commit happen off the clients' critical path
 /// without opening a window for a second fetch.
-public final class Coalescer<Job: CoalescedJob>: Sendable {
-    public typealias Outcome = FlightOutcome
-    public typealias Role = FlightRole
-    public typealias Waiter = @Sendable (Outcome, Role) -> Void
+package final class Coalescer<Job: CoalescedJob>: Sendable {
+    package typealias Outcome = FlightOutcome
+    package typealias Role = FlightRole
+    package typealias Waiter = @Sendable (Outcome, Role) -> Void
 
     /// Identifies one waiter, to leave the waiting list.
-    public struct Ticket: Sendable, Hashable {
-        public let key: String
+    package struct Ticket: Sendable, Hashable {
+        package let key: String
         let token: UInt64
     }
 
-    public struct Joined: Sendable {
-        public let ticket: Ticket
-        public let role: Role
+    package struct Joined: Sendable {
+        package let ticket: Ticket
+        package let role: Role
         /// Set for the leader only: the job it must submit.
-        public let job: Job?
+        package let job: Job?
         /// Set when the flight had already finished: answer with this, do not wait.
-        public let ready: Outcome?
+        package let ready: Outcome?
         /// The job the flight runs (for progress), unless it had finished.
-        public let flight: Job?
+        package let flight: Job?
     }
 
     private struct State {
@@ -77,12 +77,12 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
     private let state = Mutex(State())
     private let abortWhenAbandoned: Bool
 
-    public init(abortWhenAbandoned: Bool) {
+    package init(abortWhenAbandoned: Bool) {
         self.abortWhenAbandoned = abortWhenAbandoned
     }
 
     /// Joins the flight for `key`, creating it with `makeJob` when none is in flight.
-    public func join(key: String, priority: Priority, waiter: @escaping Waiter,
+    package func join(key: String, priority: Priority, waiter: @escaping Waiter,
                      makeJob: () -> Job) -> Joined {
         let (joined, raise) = state.withLock { state -> (Joined, Job?) in
             state.nextToken += 1
@@ -107,7 +107,7 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
 
     /// Removes a waiter that no longer wants the result (its client went away). Returns the
     /// job to stop when that was the last waiter and abandoned flights are stopped.
-    public func leave(_ ticket: Ticket) -> Job? {
+    package func leave(_ ticket: Ticket) -> Job? {
         state.withLock { state -> Job? in
             guard var flight = state.flights[ticket.key] else { return nil }
             switch flight.leave(token: ticket.token, abandonable: abortWhenAbandoned) {
@@ -126,7 +126,7 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
     /// Delivers `outcome` to every waiter of the flight that `job` runs. A job whose flight
     /// was already abandoned, answered or replaced delivers nothing. With `keep`, the flight
     /// stays, answering newcomers at once, until `release`.
-    public func complete(key: String, job: Job, with outcome: Outcome, keep: Bool = false) {
+    package func complete(key: String, job: Job, with outcome: Outcome, keep: Bool = false) {
         let waiters = state.withLock { state -> [(Waiter, Role)] in
             guard var flight = state.flights[key], flight.job === job else { return [] }
             switch flight.complete(with: outcome, keep: keep) {
@@ -141,22 +141,22 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
     }
 
     /// Ends a flight kept by `complete(…, keep: true)`.
-    public func release(key: String, job: Job) {
+    package func release(key: String, job: Job) {
         state.withLock { state in
             if let flight = state.flights[key], flight.job === job, flight.canRelease { state.remove(key) }
         }
     }
 
     /// The job in flight for `key`, if any.
-    public func job(for key: String) -> Job? {
+    package func job(for key: String) -> Job? {
         state.withLock { $0.flights[key]?.job }
     }
 
-    public var inFlightCount: Int { state.withLock { $0.flights.count } }
+    package var inFlightCount: Int { state.withLock { $0.flights.count } }
 
     /// Blocks until no fetch is in flight or `timeout` passes (shutdown's grace period);
     /// woken by the last flight's end, not by polling. Returns whether none is left.
-    public func waitUntilIdle(timeout: Duration) -> Bool {
+    package func waitUntilIdle(timeout: Duration) -> Bool {
         let signal = DispatchSemaphore(value: 0)
         let idle = state.withLock { state -> Bool in
             if state.flights.isEmpty { return true }
@@ -168,7 +168,7 @@ public final class Coalescer<Job: CoalescedJob>: Sendable {
         return state.withLock { $0.flights.isEmpty }
     }
 
-    public func waiterCount(key: String) -> Int {
+    package func waiterCount(key: String) -> Int {
         state.withLock { $0.flights[key]?.waiterCount ?? 0 }
     }
 }

@@ -8,21 +8,21 @@ import Upstream
 /// host allow list, and no private/loopback/link-local/multicast addresses unless allowed.
 /// Names are checked here; addresses are checked again on the address curl actually
 /// connected to, on every redirect hop (see `Transfer`).
-public struct DestinationPolicy: Sendable {
-    public var allowPrivateNetworks: Bool
-    public var allowHosts: [String]
-    public var maxURLLength = 4096
+package struct DestinationPolicy: Sendable {
+    package var allowPrivateNetworks: Bool
+    package var allowHosts: [String]
+    package var maxURLLength = 4096
 
-    public init(allowPrivateNetworks: Bool, allowHosts: [String]) {
+    package init(allowPrivateNetworks: Bool, allowHosts: [String]) {
         self.allowPrivateNetworks = allowPrivateNetworks
         self.allowHosts = allowHosts.map { $0.lowercased() }
     }
 
     /// A URL that passed validation, normalized (lower-case scheme and host, no default
     /// port, no fragment): the normalized form is the cache key.
-    public struct Destination: Sendable, Equatable {
-        public var url: String
-        public var host: String
+    package struct Destination: Sendable, Equatable {
+        package var url: String
+        package var host: String
     }
 
     /// Validation results for recently seen raw URLs. Parsing with URLComponents (IDNA
@@ -30,7 +30,7 @@ public struct DestinationPolicy: Sendable {
     /// an accepted URL stays accepted. Bounded: cleared when full.
     private let memo = ValidationMemo()
 
-    public func validate(_ raw: String?) throws(ThumbdError) -> Destination {
+    package func validate(_ raw: String?) throws(ThumbdError) -> Destination {
         if let raw, let known = memo.lookup(raw) { return known }
         let destination = try validateUncached(raw)
         memo.store(raw!, destination)
@@ -102,7 +102,7 @@ public struct DestinationPolicy: Sendable {
         return Destination(url: normalized, host: bareHost)
     }
 
-    public func isAllowed(host: String) -> Bool {
+    package func isAllowed(host: String) -> Bool {
         guard !allowHosts.isEmpty else { return true }
         let host = host.lowercased()
         return allowHosts.contains { pattern in
@@ -114,7 +114,7 @@ public struct DestinationPolicy: Sendable {
         }
     }
 
-    public func isAllowed(address: IPAddress) -> Bool {
+    package func isAllowed(address: IPAddress) -> Bool {
         allowPrivateNetworks || address.isPublic
     }
 
@@ -143,7 +143,7 @@ final class ValidationMemo: Sendable {
 extension IPAddress {
     /// False for loopback, private, shared (CGNAT), link-local, multicast, unspecified,
     /// reserved and documentation ranges, in IPv4, IPv6 and IPv4-mapped IPv6.
-    public var isPublic: Bool {
+    package var isPublic: Bool {
         switch self {
         case .v4(let a):
             func inRange(_ base: UInt32, _ bits: UInt32) -> Bool {
@@ -178,7 +178,7 @@ extension IPAddress {
                 return embedded(12).isPublic  // ::ffff:0:a.b.c.d translated (RFC 2765)
             }
             // ::/96: the unspecified address, ::1, and the deprecated IPv4-compatible ::a.b.c.d,
-            // which no public destination uses.
+            // which no package destination uses.
             if b[0..<12].allSatisfy({ $0 == 0 }) { return false }
             if b[0..<8].allSatisfy({ $0 == 0 }) { return false }  // ::/64 rest: reserved
             if b[0] == 0x01 && b[1] == 0x00 && b[2..<8].allSatisfy({ $0 == 0 }) { return false }  // 100::/64 discard

@@ -14,22 +14,22 @@ import Support
 /// percent-encoded (RFC 3986 unreserved characters kept), joined by `&`. `priority`,
 /// `fallback` and anything else are not signed. `sig` is that HMAC in base64url without
 /// padding (43 characters).
-public struct URLSigner: Sendable {
+package struct URLSigner: Sendable {
     /// The keys' bytes (a `SymmetricKey` is made per use: it is not `Sendable`).
     private let keys: [Data]
 
     /// The parameters the signature covers.
-    public static let signedNames = ["url"] + ThumbnailParameters.names
+    package static let signedNames = ["url"] + ThumbnailParameters.names
 
-    public init(keys: [String]) {
+    package init(keys: [String]) {
         self.keys = keys.map { Data($0.utf8) }
     }
 
     /// Signing is on when at least one key is configured.
-    public var isEnabled: Bool { !keys.isEmpty }
+    package var isEnabled: Bool { !keys.isEmpty }
 
     /// The canonical text of a request whose parameters `value` reads.
-    public static func canonical(_ value: (String) -> String?) -> String {
+    package static func canonical(_ value: (String) -> String?) -> String {
         signedNames.sorted().compactMap { name in
             guard let text = value(name), !text.isEmpty else { return nil }
             return name + "=" + QueryValue.encode(text)
@@ -37,14 +37,14 @@ public struct URLSigner: Sendable {
     }
 
     /// The `sig` for these parameters under the first key (the one signers use now).
-    public func signature(_ value: (String) -> String?) -> String? {
+    package func signature(_ value: (String) -> String?) -> String? {
         guard let key = keys.first else { return nil }
         let code = HMAC<SHA256>.authenticationCode(for: Data(Self.canonical(value).utf8), using: SymmetricKey(data: key))
         return Self.base64url(Data(code))
     }
 
     /// Whether `sig` is right for these parameters under any key; compared in constant time.
-    public func verify(_ sig: String?, _ value: (String) -> String?) -> Bool {
+    package func verify(_ sig: String?, _ value: (String) -> String?) -> Bool {
         // Only the canonical spelling: base64's last character carries two spare bits.
         guard let sig, let code = Self.decodeBase64url(sig), code.count == SHA256.byteCount, Self.base64url(code) == sig
         else { return false }
@@ -68,24 +68,24 @@ public struct URLSigner: Sendable {
 }
 
 /// Keys live under `signing.`.
-public struct SigningConfiguration: Sendable {
+package struct SigningConfiguration: Sendable {
     /// `signing.keys`: secrets (at least 16 characters each); empty (the default) turns
     /// signing off. The first signs (`thumbd sign`); all verify.
-    public var keys: [String] = []
+    package var keys: [String] = []
 
-    public init() {}
+    package init() {}
 
-    public init(reader: ConfigReader) throws {
+    package init(reader: ConfigReader) throws {
         let r = SettingsSection(reader, "signing")
         keys = r.strings("keys", keys)
         try validate()
     }
 
-    public func validate() throws {
+    package func validate() throws {
         for key in keys {
             try require(key.utf8.count >= 16, "signing.keys", "each key must be at least 16 characters")
         }
     }
 
-    public var signer: URLSigner { URLSigner(keys: keys) }
+    package var signer: URLSigner { URLSigner(keys: keys) }
 }

@@ -7,13 +7,13 @@ import Thumbnailer
 /// the first two only through ImageMagick, which decodes the whole image to read its header,
 /// and JPEG XL only through a loader it marks untrusted. SVG, PDF and the rest are never
 /// images here.
-public enum ImageSniffer {
-    public static func contentType(of bytes: [UInt8]) -> String? {
+package enum ImageSniffer {
+    package static func contentType(of bytes: [UInt8]) -> String? {
         sniff(bytes)?.contentType
     }
 
     /// The decoder the first bytes choose, and the type served: one reading of the signature.
-    public static func sniff(_ bytes: [UInt8]) -> (format: SourceFormat, contentType: String)? {
+    package static func sniff(_ bytes: [UInt8]) -> (format: SourceFormat, contentType: String)? {
         guard let format = bytes.withUnsafeBytes({ SourceFormat.sniff($0) }) else { return nil }
         let type = switch format {
         case .jpeg: "image/jpeg"
