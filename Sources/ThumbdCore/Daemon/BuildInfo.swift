@@ -5,8 +5,8 @@ import Upstream
 
 /// What this build is: `thumbd --version` and the `thumbd_build_info` metric.
 package enum BuildInfo {
-    /// The release, as the README's changelog names it.
-    package static let version = "0.9.2"
+    /// The release, as CHANGELOG.md names it.
+    package static let version = "0.9.3"
 
     /// The C libraries underneath, as loaded by this process.
     package static var libraries: [(name: String, version: String)] {
