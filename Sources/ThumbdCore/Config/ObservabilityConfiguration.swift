@@ -1,5 +1,5 @@
-public import Configuration
-public import Logging
+import Configuration
+import Logging
 import HTTPServer
 
 /// `GET /metrics`. Keys live under `metrics.`.

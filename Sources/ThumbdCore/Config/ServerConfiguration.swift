@@ -1,4 +1,4 @@
-public import Configuration
+import Configuration
 import HTTPServer
 
 /// The server's own defaults: each setting below that the server uses starts from it, so a

@@ -1,5 +1,5 @@
 import BlobStore
-public import Configuration
+import Configuration
 
 /// The store's own defaults: each setting below that the store uses starts from it, so a
 /// default is written once, where the value is used.

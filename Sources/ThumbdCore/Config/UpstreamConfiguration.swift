@@ -1,4 +1,4 @@
-public import Configuration
+import Configuration
 import Upstream
 
 /// The transfer loop's own defaults: each setting below that the loop uses starts from it,

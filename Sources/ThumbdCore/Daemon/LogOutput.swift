@@ -1,5 +1,5 @@
 import Foundation
-public import Logging
+import Logging
 import Synchronization
 
 /// Where the daemon's log lines go: standard error, or `log.file` (appended, and reopened on
