@@ -81,6 +81,24 @@ struct StreamedDecodeTests {
         }
     }
 
+    @Test("a streamed decode counts toward thumbnails.maxMemoryBytes, as every resize does")
+    func streamsShareTheBudget() async throws {
+        let origin = try TestOrigin()
+        let daemon = try TestDaemon()
+        defer { daemon.remove(); origin.stop() }
+        try await origin.put("budget.jpg", Self.thumbnailer.testImage(width: 3000, height: 2000).array)
+        let url = origin.url("/file/budget.jpg?delay=100&chunk=16384&every=10&tail=budget")
+        async let events = Self.events(of: daemon, [url], focus: [0])
+        #expect(try await eventually(20) { daemon.daemon?.streamsRunning == 1 })
+        let thumbd = try #require(daemon.daemon)
+        #expect(thumbd.resizesRunning == 0)
+        #expect(thumbd.resizeMemoryInUse > 0, "the stream's estimate is not in the lane's budget")
+        try await origin.release("budget")
+        #expect(try await events.contains { $0.type == "done" })
+        #expect(try await eventually(5) { thumbd.resizeMemoryInUse == 0 })
+        #expect(thumbd.thumbnailsStreamed == 1)
+    }
+
     @Test("/thumb (which any page can ask) and a batch item off screen are made in the lane")
     func onlyOnScreen() async throws {
         let origin = try TestOrigin()

@@ -23,15 +23,16 @@ package struct ThumbnailConfiguration: Sendable {
     /// `Retry-After`.
     package var maxQueued = 64
     /// `thumbnails.streams`: JPEG originals of a batch's on-screen items decoded while they
-    /// download, at once, each on a thread of its own that waits whenever it has caught up
-    /// with the bytes, at the daemon's own priority, within 8 MiB of estimated memory (0:
+    /// download, at once, each on one of the resize lane's stream workers, which waits
+    /// whenever it has caught up with the bytes, at the daemon's own priority, within 8 MiB
+    /// of estimated memory counted in `maxMemoryBytes` (0:
     /// none; every resize then starts once its original is whole). A download is slower than
     /// its decode, so a stream mostly waits: a screen of large photos is decoded while it
     /// arrives instead of after. `/thumb` never streams; an item off screen only if it comes
     /// on screen while at most 4 MiB of its original have come. An on-screen original whose
     /// body is whole before a slot frees takes one of a few slots beyond these (one per core).
     package var streams = 16
-    /// `thumbnails.maxMemoryBytes`: the memory all running resizes may hold together, by the
+    /// `thumbnails.maxMemoryBytes`: the memory all running decodes (resizes and streams) may hold together, by the
     /// estimate made from each image's header before it is decoded. A resize waits until its
     /// estimate fits; one that could never fit is refused (422 `resize_too_costly`).
     package var maxMemoryBytes = thumbnailerDefaults.maxMemoryBytes
@@ -97,6 +98,7 @@ package struct ThumbnailConfiguration: Sendable {
     /// The resize lane's settings.
     var lane: ResizeLane.Configuration {
         ResizeLane.Configuration(workers: workers, maxQueued: maxQueued, maxMemoryBytes: maxMemoryBytes,
-                                 timeLimit: .milliseconds(Int(timeLimitSeconds * 1000)))
+                                 timeLimit: .milliseconds(Int(timeLimitSeconds * 1000)),
+                                 streamWorkers: streams > 0 ? streams + StreamedDecode.Slots.extraSlots : 0)
     }
 }

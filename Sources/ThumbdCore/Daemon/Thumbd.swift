@@ -87,6 +87,9 @@ package final class Thumbd: Service, Sendable {
     package var resizesStarted: Int { parts.variants.lane.load.started }
     package var resizesRunning: Int { parts.variants.lane.load.running }
 
+    /// The estimated memory of the decodes running now, against `thumbnails.maxMemoryBytes`.
+    package var resizeMemoryInUse: Int { parts.variants.lane.load.memoryInUse }
+
     /// The port of `/metrics`'s own listener (`metrics.listen`), if there is one.
     package var metricsPort: UInt16? { parts.metricsServer?.port }
 

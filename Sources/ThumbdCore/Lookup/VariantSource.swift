@@ -92,7 +92,7 @@ final class VariantSource: Sendable {
         if fetch.ready == nil, job.isPatient, let slots = streams, let download = fetch.flight {
             let stream = StreamedDecode(
                 thumbnailer: thumbnailer, slots: slots,
-                timeLimit: lane.configuration.timeLimit, stage: source.stage,
+                lane: lane, stage: source.stage,
                 eligible: { [urgency = job.urgency] in onScreen || urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
             ) { [self] header in try plan(variant, of: header) }
             job.stream = stream

@@ -32,6 +32,8 @@ final class ResizeLane: Sendable {
         var timeLimit: Duration
         /// How long after the time limit the watchdog answers for a resize still running.
         var watchdogSlack: Duration = .milliseconds(500)
+        /// Threads for streamed decodes (`thumbnails.streams` and the slots beyond them; 0: none).
+        var streamWorkers = 0
         /// The nice value of the resize threads (the rest of the daemon runs at 0).
         var niceness: Int32 = ResizeLane.defaultNiceness
     }
@@ -134,7 +136,7 @@ final class ResizeLane: Sendable {
         }
     }
 
-    private struct State {
+    struct State {
         var queue: [Task] = []
         var idleWorkers: [Int]
         var running = 0
@@ -145,14 +147,19 @@ final class ResizeLane: Sendable {
         var started = 0
         /// The running tasks, to stop them at shutdown.
         var runningTasks: [UInt64: Task] = [:]
+        /// Streamed decodes running on the stream workers, and the workers free for one.
+        var streamsRunning = 0
+        var idleStreamWorkers: [Int] = []
     }
 
     let configuration: Configuration
     private let workers: [Worker]
+    /// The workers of streamed decodes (`ResizeLane+Streams.swift`), at the daemon's priority.
+    let streamWorkers: [Worker]
     /// The watchdogs' timers: a queue of the lane's own, so that a busy global queue cannot
     /// make one late.
     private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
-    private let state: Mutex<State>
+    let state: Mutex<State>  // internal: ResizeLane+Streams.swift takes it too
     /// Called (outside the lane's lock) each time a resize leaves the lane: its queue has room.
     private let roomObserver = Slot<@Sendable () -> Void>()
 
@@ -177,9 +184,10 @@ final class ResizeLane: Sendable {
     /// the lane's thread, which waits.
     static let libvipsThreads = "libvips worker"
 
-    /// One resize thread: it sleeps until `pump` hands it a task, and exits when told.
-    private final class Worker: Sendable {
-        enum Mail { case none, task(Task), exit }
+    /// One resize thread (or stream worker): it sleeps until it is handed a task, and exits
+    /// when told.
+    final class Worker: Sendable {
+        enum Mail { case none, task(Task), stream(StreamJob), exit }
         let mailbox = Mutex(Mail.none)
         let wake = DispatchSemaphore(value: 0)
         let exited = DispatchSemaphore(value: 0)
@@ -202,7 +210,10 @@ final class ResizeLane: Sendable {
         self.configuration = configuration
         let count = max(1, configuration.workers)
         workers = (0..<count).map { _ in Worker() }
-        state = Mutex(State(idleWorkers: Array((0..<count).reversed())))
+        streamWorkers = (0..<configuration.streamWorkers).map { _ in Worker() }
+        var initial = State(idleWorkers: Array((0..<count).reversed()))
+        initial.idleStreamWorkers = Array((0..<configuration.streamWorkers).reversed())
+        state = Mutex(initial)
         for (index, worker) in workers.enumerated() {
             let thread = Thread { [self] in
                 ThreadName.set("thumbd-resize")
@@ -213,6 +224,7 @@ final class ResizeLane: Sendable {
             thread.name = "thumbd-resize"
             thread.start()
         }
+        startStreamWorkers()
     }
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
@@ -234,7 +246,7 @@ final class ResizeLane: Sendable {
     }
 
     /// Starts what fits: a free worker, and memory within the budget.
-    private func pump() {
+    func pump() {
         while let (task, worker) = state.withLock({ state -> (Task, Int)? in
             state.queue.removeAll { $0.isCancelled }
             guard !state.idleWorkers.isEmpty else { return nil }
@@ -313,8 +325,8 @@ final class ResizeLane: Sendable {
         if let signal { _ = signal.wait(timeout: deadline) }
         // The threads end once idle (one still inside a call libvips cannot stop is left to
         // the process's exit).
-        for worker in workers { worker.deliver(.exit) }
-        for worker in workers { _ = worker.exited.wait(timeout: deadline) }
+        for worker in workers + streamWorkers { worker.deliver(.exit) }
+        for worker in workers + streamWorkers { _ = worker.exited.wait(timeout: deadline) }
     }
 
     struct Load: Sendable, Equatable {

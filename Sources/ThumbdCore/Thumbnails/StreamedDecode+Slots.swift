@@ -21,7 +21,10 @@ extension StreamedDecode {
             var waiting: [StreamedDecode] = []
         }
         private let state = Mutex(State())
-        init(limit: Int, extra: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        /// The slots beyond the limit: one per core.
+        static let extraSlots = ProcessInfo.processInfo.activeProcessorCount
+
+        init(limit: Int, extra: Int = extraSlots) {
             self.limit = limit
             self.extra = extra
         }

@@ -14,16 +14,17 @@ import Upstream
 /// batch comes from thumbd's own page, an allowed origin or a local client, never from a
 /// foreign page (`RequestGuard`), so this is the user's screen and not anybody's `<img>`.
 /// That is why it may run at the daemon's own priority, while the lane, which any page can
-/// fill through `/thumb`, runs lowered. The decode computes in its own thread
+/// fill through `/thumb`, runs lowered. The decode computes on its worker's thread
 /// (`Thumbnailer.thumbnail(streaming:)`): libvips's shared workers are lowered with the lane,
 /// and an unprivileged thread cannot raise a priority back.
 ///
 /// It reads the fetch's body through a `ByteFeed`. Once the first bytes hold the header, it
 /// runs the same checks the whole body gets before any decode (the signature, the JPEG
 /// header's structure, libvips's header read, and the plan, which refuses what cannot be
-/// bounded), then decodes on a thread of its own (`thumbd-stream`) that waits whenever it
-/// has caught up with the download. At most `thumbnails.streams` run at once, each within
-/// `streamMaxBytes` of estimated memory; one without a slot waits for the next free one,
+/// bounded), then decodes as a lane task on one of the lane's stream workers
+/// (`thumbd-stream`, `ResizeLane+Streams.swift`), which waits whenever it has caught up with
+/// the download. At most `thumbnails.streams` run at once, each within `streamMaxBytes` of
+/// estimated memory and admitted against `thumbnails.maxMemoryBytes` with every resize; one without a slot waits for the next free one,
 /// keeping at most `waitingMaxBytes` of the body. One whose whole body came while it waited
 /// (a small original, while large ones still downloading hold the slots) is decoded all the
 /// same, in one of `Slots.extra` slots beyond the limit (one per core) or first when a slot
@@ -74,18 +75,21 @@ final class StreamedDecode: Sendable {
     private let planner: @Sendable (ImageHeader) throws -> ThumbnailPlan
     private let thumbnailer: Thumbnailer
     private let slots: Slots
+    /// Where the decode runs: one of its stream workers, within its memory budget.
+    private let lane: ResizeLane
     private let timeLimit: Duration
     private let wantsPreview: @Sendable () -> Bool
     private let eligible: @Sendable () -> Bool
     private let stage: ProcessingStage
 
-    init(thumbnailer: Thumbnailer, slots: Slots, timeLimit: Duration, stage: ProcessingStage,
+    init(thumbnailer: Thumbnailer, slots: Slots, lane: ResizeLane, stage: ProcessingStage,
          eligible: @escaping @Sendable () -> Bool, wantsPreview: @escaping @Sendable () -> Bool,
          planner: @escaping @Sendable (ImageHeader) throws -> ThumbnailPlan) {
         self.thumbnailer = thumbnailer
         self.eligible = eligible
         self.slots = slots
-        self.timeLimit = timeLimit
+        self.lane = lane
+        self.timeLimit = lane.configuration.timeLimit
         self.stage = stage
         self.wantsPreview = wantsPreview
         self.planner = planner
@@ -235,7 +239,7 @@ final class StreamedDecode: Sendable {
         return true
     }
 
-    /// On a thread of its own: the decode, which waits whenever it has caught up with the bytes.
+    /// On a stream worker of the lane: the decode, which waits whenever it has caught up with the bytes.
     private func run(_ plan: ThumbnailPlan) {
         if feed.isWhole {
             // Its last byte came while it waited: the time limit counts from now.
@@ -244,8 +248,7 @@ final class StreamedDecode: Sendable {
             }
         }
         let preview = wantsPreview()
-        let thread = Thread { [self] in
-            ThreadName.set("thumbd-stream")
+        let started = lane.startStream(cost: plan.estimatedBytes) { [self] in
             let tiny = Mutex<Bytes?>(nil)
             let outcome: Outcome
             do {
@@ -263,7 +266,17 @@ final class StreamedDecode: Sendable {
             }
             for observer in observers { observer(outcome) }
         }
-        thread.start()
+        guard !started else { return }
+        // No room in the lane's budget (or the lane has stopped): the lane makes it from the
+        // whole body, as for a stream that never started.
+        slots.give()
+        let observers = state.withLock { state -> [@Sendable (Outcome) -> Void] in
+            state.phase = .off
+            defer { state.observers = [] }
+            return state.observers
+        }
+        feed.discard()
+        for observer in observers { observer(.failed) }
     }
 
     private enum Verdict {
