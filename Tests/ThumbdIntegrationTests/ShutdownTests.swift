@@ -5,6 +5,7 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 import ThumbdTesting
+@testable import ThumbdCore
 
 @Suite("Graceful shutdown")
 struct ShutdownTests {
@@ -27,29 +28,19 @@ struct ShutdownTests {
         }
     }
 
-    /// Threads of this process whose name is `name` (the kernel's 15-character comm).
-    static func threads(named name: String) -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.count { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) == name
-        }
-    }
-
-    @Test("a start that fails (the port is taken) stops what it had started: no resize thread is left behind")
+    @Test("a start that fails (the port is taken) stops what it had started: its resize lane's threads end")
     func failedStartStopsItsParts() async throws {
         let taken = try Listener()
-        // Far more resize threads than the other tests' daemons start or stop meanwhile, so
-        // the count below tells a leak from their comings and goings.
+        // A worker count no other test's lane has: the lane this start makes is told apart
+        // from the daemons other tests start and stop meanwhile.
         let workers = 97
-        let before = Self.threads(named: "thumbd-resize")
         #expect(throws: (any Error).self) {
             _ = try TestDaemon {
                 $0.server.listen = "127.0.0.1:\(taken.port)"
                 $0.thumbnails.workers = workers
             }
         }
-        #expect(try await eventually(10) { Self.threads(named: "thumbd-resize") - before < workers / 2 })
+        #expect(try await eventually(10) { !ResizeLane.running.withLock { $0.values.contains(workers) } })
     }
 
     @Test("while it stops, a new client is answered 503 shutting_down at once, and the stop completes")

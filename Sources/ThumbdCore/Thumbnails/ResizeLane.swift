@@ -206,6 +206,11 @@ final class ResizeLane: Sendable {
         }
     }
 
+    /// The lanes whose threads run, with their resize worker counts: a lane is in it from
+    /// its start until `stop()` has ended its threads (a test of a failed start looks for its
+    /// own, started with a worker count no other lane has).
+    static let running = Mutex<[ObjectIdentifier: Int]>([:])
+
     init(configuration: Configuration) {
         self.configuration = configuration
         let count = max(1, configuration.workers)
@@ -225,6 +230,7 @@ final class ResizeLane: Sendable {
             thread.start()
         }
         startStreamWorkers()
+        Self.running.withLock { $0[ObjectIdentifier(self)] = count }
     }
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
@@ -327,6 +333,7 @@ final class ResizeLane: Sendable {
         // the process's exit).
         for worker in workers + streamWorkers { worker.deliver(.exit) }
         for worker in workers + streamWorkers { _ = worker.exited.wait(timeout: deadline) }
+        _ = Self.running.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
     }
 
     struct Load: Sendable, Equatable {
