@@ -266,7 +266,18 @@ package final class Thumbd: Service, Sendable {
     /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
     /// shutdown (or cancellation) stops in order.
     package func run() async throws {
-        try start()
+        // Starting opens files and starts threads, and waits for some: on a Dispatch
+        // worker, not on the cooperative pool, which other tasks of the process need meanwhile.
+        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async { [self] in
+                do {
+                    try start()
+                    started.resume()
+                } catch {
+                    started.resume(throwing: error)
+                }
+            }
+        }
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
         try await withGracefulShutdownHandler {

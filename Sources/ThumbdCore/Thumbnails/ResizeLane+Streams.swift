@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// A stream is admitted against `thumbnails.maxMemoryBytes` with the resizes (its estimate
 /// holds that memory until it returns, and a resize waits for it as for another resize),
-/// and runs on one of the lane's stream workers, made once at start, one per stream slot
-/// (`thumbnails.streams` and the slots beyond them). A stream worker parks in libvips's read
+/// and runs on one of the lane's stream workers, one per stream slot (`thumbnails.streams`
+/// and the slots beyond them), each made when first needed and then kept. A stream worker parks in libvips's read
 /// while the stream waits for bytes; it runs at the daemon's priority, not the resize
 /// workers' nice 10, since a batch's screen is the user's own (never a foreign page's).
 extension ResizeLane {
@@ -23,32 +23,34 @@ extension ResizeLane {
         }
     }
 
-    func startStreamWorkers() {
-        for (index, worker) in streamWorkers.enumerated() {
-            let thread = Thread { [self] in
-                ThreadName.set("thumbd-stream")
-                while case .stream(let job) = worker.next() { runStream(job, on: index) }
-                worker.exited.signal()
-            }
-            thread.name = "thumbd-stream"
-            thread.start()
+    private func startStreamThread(_ index: Int) {
+        let worker = streamWorkers[index]
+        let thread = Thread { [self] in
+            ThreadName.set("thumbd-stream")
+            while case .stream(let job) = worker.next() { runStream(job, on: index) }
+            worker.exited.signal()
         }
+        thread.name = "thumbd-stream"
+        thread.start()
     }
 
     /// Runs `body` on a stream worker if its estimate fits the budget now (or nothing else
     /// runs). False: no worker is free, the memory is taken, or the lane has stopped; the
     /// caller lets the lane make the thumbnail from the whole body instead.
     func startStream(cost: Int, _ body: @escaping @Sendable () -> Void) -> Bool {
-        let worker = state.withLock { state -> Int? in
-            guard !state.stopped, !state.idleStreamWorkers.isEmpty else { return nil }
+        let taken = state.withLock { state -> (worker: Int, new: Bool)? in
+            guard !state.stopped, !state.idleStreamWorkers.isEmpty || state.streamThreads < streamWorkers.count else { return nil }
             let alone = state.running + state.streamsRunning == 0
             guard alone || state.memoryInUse + cost <= configuration.maxMemoryBytes else { return nil }
             state.streamsRunning += 1
             state.memoryInUse += cost
-            return state.idleStreamWorkers.removeLast()
+            if let idle = state.idleStreamWorkers.popLast() { return (idle, false) }
+            state.streamThreads += 1
+            return (state.streamThreads - 1, true)
         }
-        guard let worker else { return false }
-        streamWorkers[worker].deliver(.stream(StreamJob(cost: cost, body: body)))
+        guard let taken else { return false }
+        if taken.new { startStreamThread(taken.worker) }
+        streamWorkers[taken.worker].deliver(.stream(StreamJob(cost: cost, body: body)))
         return true
     }
 

@@ -147,9 +147,11 @@ final class ResizeLane: Sendable {
         var started = 0
         /// The running tasks, to stop them at shutdown.
         var runningTasks: [UInt64: Task] = [:]
-        /// Streamed decodes running on the stream workers, and the workers free for one.
+        /// Streamed decodes running on the stream workers, the workers free for one, and how
+        /// many of them have a thread yet (made on first need, then kept).
         var streamsRunning = 0
         var idleStreamWorkers: [Int] = []
+        var streamThreads = 0
     }
 
     let configuration: Configuration
@@ -216,9 +218,7 @@ final class ResizeLane: Sendable {
         let count = max(1, configuration.workers)
         workers = (0..<count).map { _ in Worker() }
         streamWorkers = (0..<configuration.streamWorkers).map { _ in Worker() }
-        var initial = State(idleWorkers: Array((0..<count).reversed()))
-        initial.idleStreamWorkers = Array((0..<configuration.streamWorkers).reversed())
-        state = Mutex(initial)
+        state = Mutex(State(idleWorkers: Array((0..<count).reversed())))
         for (index, worker) in workers.enumerated() {
             let thread = Thread { [self] in
                 ThreadName.set("thumbd-resize")
@@ -229,7 +229,6 @@ final class ResizeLane: Sendable {
             thread.name = "thumbd-resize"
             thread.start()
         }
-        startStreamWorkers()
         Self.running.withLock { $0[ObjectIdentifier(self)] = count }
     }
 
@@ -331,8 +330,9 @@ final class ResizeLane: Sendable {
         if let signal { _ = signal.wait(timeout: deadline) }
         // The threads end once idle (one still inside a call libvips cannot stop is left to
         // the process's exit).
-        for worker in workers + streamWorkers { worker.deliver(.exit) }
-        for worker in workers + streamWorkers { _ = worker.exited.wait(timeout: deadline) }
+        let started = workers + streamWorkers.prefix(state.withLock { $0.streamThreads })
+        for worker in started { worker.deliver(.exit) }
+        for worker in started { _ = worker.exited.wait(timeout: deadline) }
         _ = Self.running.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
     }
 
