@@ -521,7 +521,7 @@ def report(results, cpu, total_bytes, download, decode):
         m("page cold", "first"), m("page cold", "all"), m("page warm", "all"), m("page cold, scrolled", "bottom"),
         m("page cold", "bytes") / 1e6))
     print()
-    print("| target (issue 22) | thumbd | direct | ratio | target | met |")
+    print("| target (the grid, 0.9) | thumbd | direct | ratio | target | met |")
     print("|---|---|---|---|---|---|")
     rows = [
         ("page cold: first screen", m("page cold", "first"), m("direct", "first"), 1 / 3),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile requests against a running thumbd (issue 7): at least 500 distinct cases of broken
+"""Hostile requests against a running thumbd: at least 500 distinct cases of broken
 HTTP, huge headers and URLs, bad percent-encoding, NUL bytes, invalid and deeply nested JSON,
 huge and wrongly typed batches, wrong methods and request-smuggling shapes. Every case must
 be answered with a 4xx or a close within 2 s (or 505 for HTTP/2.0 and 9.9 request lines):

@@ -176,7 +176,7 @@ struct ConfigurationTests {
         await #expect(throws: ConfigurationError.self) {
             _ = try await ThumbdConfiguration.load(file: "/nonexistent/thumbd.yaml", environment: [:])
         }
-        // Issue 10's settings: a proxy that is not an http:// URL, a signing key too short to
+        // The operator's settings: a proxy that is not an http:// URL, a signing key too short to
         // be a secret, a metrics address that does not parse, a negative grace.
         for (variable, value, key) in [
             ("THUMBD_UPSTREAM_PROXY", "socks5://10.0.0.1:1080", "upstream.proxy"),

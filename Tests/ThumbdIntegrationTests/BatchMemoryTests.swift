@@ -5,7 +5,7 @@ import ThumbdTesting
 import ThumbdClient
 import Support
 
-/// Issue 7, defect 3: finished batches were kept for their whole retention without any
+/// Kept batches bounded: finished batches were kept for their whole retention without any
 /// bound (400 batches of 1,000 refused URLs grew RSS by 240 MB).
 @Suite("Memory held by finished batches")
 struct BatchMemoryTests {

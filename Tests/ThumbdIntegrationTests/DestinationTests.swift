@@ -20,7 +20,7 @@ struct DestinationTests {
         }
     }
 
-    /// Issue 7, defect 1: the check ran after the TCP connect, so a page could tell open
+    /// Destinations before connecting: the check ran after the TCP connect, so a page could tell open
     /// loopback ports from closed ones (403 vs 502). Now no connection is made at all.
     @Test("a name that resolves to loopback is refused before connecting: open and closed ports answer alike",
           arguments: ["http://localhost:%d/x.jpg", "https://localhost:%d/x.jpg"])

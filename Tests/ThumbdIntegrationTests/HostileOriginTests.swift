@@ -61,7 +61,7 @@ struct HostileOriginTests {
         }
     }
 
-    /// Issue 7, defect 4: an 8 KB Last-Modified was stored and every later hit lost its
+    /// Bounded origin headers: an 8 KB Last-Modified was stored and every later hit lost its
     /// connection (libmicrohttpd could not build the header block).
     @Test("an oversized or invalid origin header is dropped: the object is served, hit after hit",
           arguments: ["name=Last-Modified&bytes=8000", "name=ETag&bytes=9000", "name=Cache-Control&bytes=8000",

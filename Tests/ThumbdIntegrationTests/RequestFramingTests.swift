@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import ThumbdTesting
 
-/// Issue 7, defects 5 and 6: requests whose framing is ambiguous or too big for the
+/// Request framing and deadlines: requests whose framing is ambiguous or too big for the
 /// connection pool get their 4xx at once and a close; slow clients meet a deadline; past
 /// the connection limit a client gets 503, not a place in the backlog.
 @Suite("Request framing, deadlines and the connection limit")

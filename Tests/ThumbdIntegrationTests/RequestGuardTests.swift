@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import ThumbdTesting
 
-/// Issue 7, defect 2: DNS rebinding and cross-site requests from pages in the user's browser.
+/// Safe beside a browser: DNS rebinding and cross-site requests from pages in the user's browser.
 @Suite("Host names, origins and content types a browser page could abuse")
 struct RequestGuardTests {
     @Test("a foreign Host is 421 everywhere; the cache is not purged")

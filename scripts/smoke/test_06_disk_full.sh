@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A full disk (issue 7, defect 7), on a 4 MB tmpfs this test mounts: while writes fail,
+# A full disk, on a 4 MB tmpfs this test mounts: while writes fail,
 # thumbd keeps serving, says "degraded" in /healthz, keeps its counters true and can still
 # purge; once space returns it stores again by itself, without a restart.
 source "$(dirname "$0")/lib.sh"

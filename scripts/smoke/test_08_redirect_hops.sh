@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every redirect hop is checked before its connection (issue 7, defect 1). Needs an origin
+# Every redirect hop is checked before its connection (destinations are checked before connecting). Needs an origin
 # on a public address: the test runs in its own network namespace (loopback only, nothing
 # leaves the machine), where 93.184.216.34 is added to lo. The origin there redirects to
 # loopback in every spelling; a bare listener on 127.0.0.1 proves nothing connected.
