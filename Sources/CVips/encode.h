@@ -6,32 +6,38 @@
 #include <vips/vips.h>
 #include "control.h"
 
-enum { THUMBD_JPEG = 0, THUMBD_PNG = 1, THUMBD_WEBP = 2, THUMBD_AVIF = 3 };
+enum { THUMBD_JPEG = 0, THUMBD_PNG = 1, THUMBD_WEBP = 2, THUMBD_AVIF = 3, THUMBD_GIF = 4 };
 
-/// Encodes `in`, metadata stripped. JPEG has no alpha: it is flattened on white first.
-/// On success `*buffer` is g_malloc'ed (free with thumbd_vips_free).
-static inline int thumbd_vips_save(VipsImage *in, int format, int quality, void **buffer, size_t *length) {
+/// Encodes `in`, metadata stripped (an animation keeps its page height, delays and loop).
+/// JPEG has no alpha: it is flattened on `background` (RGB) first. `progressive`: a
+/// progressive JPEG, an interlaced PNG. On success `*buffer` is g_malloc'ed (free with
+/// thumbd_vips_free).
+static inline int thumbd_vips_save(VipsImage *in, int format, int quality, int progressive, const double background[3],
+                                   void **buffer, size_t *length) {
     switch (format) {
     case THUMBD_JPEG: {
         if (!vips_image_hasalpha(in))
-            return vips_jpegsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, NULL);
-        double white[3] = {255, 255, 255};
-        VipsArrayDouble *background = vips_array_double_new(white, 3);
+            return vips_jpegsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, "interlace", progressive != 0,
+                                        NULL);
+        VipsArrayDouble *colour = vips_array_double_new(background, 3);
         VipsImage *flat = NULL;
-        int rc = vips_flatten(in, &flat, "background", background, NULL);
-        vips_area_unref(VIPS_AREA(background));
+        int rc = vips_flatten(in, &flat, "background", colour, NULL);
+        vips_area_unref(VIPS_AREA(colour));
         if (rc != 0) return -1;
-        rc = vips_jpegsave_buffer(flat, buffer, length, "Q", quality, "strip", TRUE, NULL);
+        rc = vips_jpegsave_buffer(flat, buffer, length, "Q", quality, "strip", TRUE, "interlace", progressive != 0, NULL);
         g_object_unref(flat);
         return rc;
     }
     case THUMBD_PNG:
-        return vips_pngsave_buffer(in, buffer, length, "strip", TRUE, "compression", 6, NULL);
+        return vips_pngsave_buffer(in, buffer, length, "strip", TRUE, "compression", 6, "interlace", progressive != 0,
+                                   NULL);
     case THUMBD_WEBP:
         return vips_webpsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, NULL);
     case THUMBD_AVIF:
         return vips_heifsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE,
                                     "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1, "effort", 2, NULL);
+    case THUMBD_GIF:
+        return vips_gifsave_buffer(in, buffer, length, "strip", TRUE, NULL);
     default:
         return -1;
     }
@@ -88,7 +94,10 @@ static inline int thumbd_vips_make_test_image(int width, int height, int bands, 
             goto done;
         }
     }
-    rc = thumbd_vips_save(out, format, 90, buffer, length);
+    {
+        const double white[3] = {255, 255, 255};
+        rc = thumbd_vips_save(out, format, 90, 0, white, buffer, length);
+    }
 done:
     if (x) g_object_unref(x);
     if (y) g_object_unref(y);

@@ -89,11 +89,16 @@ static inline int thumbd_vips_has_loader(int format) {
 }
 
 /// The loader of `format`, called by name: libvips's own sniffing never runs. Sequential
-/// access (rows are read once, top to bottom), the first page only, and a truncated or
-/// corrupt body fails instead of giving grey pixels. `shrink` (2, 4, 8) is libjpeg's own
-/// decode shrink, for JPEG only. Nothing is decoded until the image is evaluated.
-static inline int thumbd_vips_load(int format, const void *buffer, size_t length, int shrink, VipsImage **out) {
+/// access (rows are read once, top to bottom), and a truncated or corrupt body fails instead
+/// of giving grey pixels. `shrink` (2, 4, 8) is libjpeg's own decode shrink, for JPEG only.
+/// `frames` > 1 (GIF and WebP only) loads that many frames, stacked top to bottom as one tall
+/// image (libvips's `page-height`), with random access; otherwise the first frame alone.
+/// Nothing is decoded until the image is evaluated.
+static inline int thumbd_vips_load(int format, const void *buffer, size_t length, int shrink, int frames,
+                                   VipsImage **out) {
     void *data = (void *)buffer;
+    int n = frames > 1 ? frames : 1;
+    VipsAccess access = frames > 1 ? VIPS_ACCESS_RANDOM : VIPS_ACCESS_SEQUENTIAL;
     switch (format) {
     case THUMBD_LOAD_JPEG:
         return vips_jpegload_buffer(data, length, out, "shrink", shrink > 1 ? shrink : 1, "access",
@@ -102,11 +107,11 @@ static inline int thumbd_vips_load(int format, const void *buffer, size_t length
         return vips_pngload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
                                    VIPS_FAIL_ON_TRUNCATED, NULL);
     case THUMBD_LOAD_GIF:
-        return vips_gifload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
-                                   VIPS_FAIL_ON_TRUNCATED, NULL);
+        return vips_gifload_buffer(data, length, out, "access", access, "n", n, "fail_on", VIPS_FAIL_ON_TRUNCATED,
+                                   NULL);
     case THUMBD_LOAD_WEBP:
-        return vips_webpload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
-                                    VIPS_FAIL_ON_TRUNCATED, NULL);
+        return vips_webpload_buffer(data, length, out, "access", access, "n", n, "fail_on", VIPS_FAIL_ON_TRUNCATED,
+                                    NULL);
     case THUMBD_LOAD_HEIF:
         if (!thumbd_vips_has_loader(format)) { vips_error("thumbd", "no HEIF loader"); return -1; }
         return vips_heifload_buffer(data, length, out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
@@ -132,7 +137,7 @@ typedef struct {
 /// Reads only the header of `buffer` with the loader of `format` (no pixel is decoded).
 static inline int thumbd_vips_read_header(int format, const void *buffer, size_t length, thumbd_vips_header *out) {
     VipsImage *image = NULL;
-    if (thumbd_vips_load(format, buffer, length, 1, &image) != 0 || image == NULL) return -1;
+    if (thumbd_vips_load(format, buffer, length, 1, 1, &image) != 0 || image == NULL) return -1;
     out->width = vips_image_get_width(image);
     out->height = vips_image_get_height(image);
     out->bands = vips_image_get_bands(image);
@@ -194,22 +199,22 @@ static inline int thumbd_vips_resize(VipsImage *in, int width, int height, int s
     return thumbd_vips_take_srgb(thumb, out);
 }
 
-/// Centres `in` on a `width`×`height` canvas: transparent (an alpha band is added when
-/// missing) or white.
-static inline int thumbd_vips_pad(VipsImage *in, int width, int height, int transparent, VipsImage **out) {
+/// Centres `in` on a `width`×`height` canvas of `background` (RGBA, 0–255 each): an alpha
+/// band is added when the colour is not opaque and `in` has none.
+static inline int thumbd_vips_pad(VipsImage *in, int width, int height, const double background[4], VipsImage **out) {
     VipsImage *base = in;
     VipsImage *with_alpha = NULL;
-    if (transparent && !vips_image_hasalpha(in)) {
+    if (background[3] < 255 && !vips_image_hasalpha(in)) {
         if (vips_addalpha(in, &with_alpha, NULL) != 0) return -1;
         base = with_alpha;
     }
-    double values[4] = {255, 255, 255, 255};
-    if (transparent) values[0] = values[1] = values[2] = values[3] = 0;
     int bands = vips_image_get_bands(base);
-    VipsArrayDouble *background = vips_array_double_new(values, bands > 4 ? 4 : bands);
+    double values[4] = {background[0], background[1], background[2], background[3]};
+    if (bands <= 2) { values[0] = (background[0] + background[1] + background[2]) / 3; values[1] = background[3]; }
+    VipsArrayDouble *colour = vips_array_double_new(values, bands > 4 ? 4 : bands);
     int rc = vips_gravity(base, out, VIPS_COMPASS_DIRECTION_CENTRE, width, height,
-                          "extend", VIPS_EXTEND_BACKGROUND, "background", background, NULL);
-    vips_area_unref(VIPS_AREA(background));
+                          "extend", VIPS_EXTEND_BACKGROUND, "background", colour, NULL);
+    vips_area_unref(VIPS_AREA(colour));
     if (with_alpha) g_object_unref(with_alpha);
     return rc;
 }
@@ -222,6 +227,8 @@ static inline int thumbd_vips_stretch(VipsImage *in, int width, int height, Vips
 }
 
 #include "control.h"
+#include "effects.h"
 #include "encode.h"
+#include "testimages.h"
 
 #endif

@@ -90,9 +90,9 @@ public struct ImageHeader: Sendable, Equatable {
     var swapsSides: Bool { (5...8).contains(orientation) }
 }
 
-/// What thumbd encodes.
+/// What thumbd encodes. GIF is written only for an animated GIF kept animated.
 public enum ImageFormat: String, Sendable, CaseIterable {
-    case jpeg, png, webp, avif
+    case jpeg, png, webp, avif, gif
 
     public var mimeType: String {
         switch self {
@@ -100,10 +100,14 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         case .png: "image/png"
         case .webp: "image/webp"
         case .avif: "image/avif"
+        case .gif: "image/gif"
         }
     }
 
     public var hasAlpha: Bool { self != .jpeg }
+
+    /// Whether it can hold an animation.
+    public var canAnimate: Bool { self == .webp || self == .gif }
 
     var code: Int32 {
         switch self {
@@ -111,6 +115,7 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         case .png: Int32(THUMBD_PNG)
         case .webp: Int32(THUMBD_WEBP)
         case .avif: Int32(THUMBD_AVIF)
+        case .gif: Int32(THUMBD_GIF)
         }
     }
 }
@@ -127,11 +132,63 @@ public enum Fit: String, Sendable, CaseIterable {
     case inside
 }
 
-/// Which part `cover` keeps.
-public enum Gravity: String, Sendable, CaseIterable {
+/// Which part `cover` keeps, in the upright source (EXIF orientation applied, before `rotate`).
+public enum Gravity: Sendable, Equatable {
     case center
+    case north, south, east, west, northEast, northWest, southEast, southWest
     /// libvips's smart crop.
     case attention
+    /// The kept part is centred on this point (0–1 of the source's width and height), as
+    /// near as the edges allow.
+    case focal(x: Double, y: Double)
+
+    /// The compass points by the names the query uses.
+    public static let compass: [String: Gravity] = [
+        "center": .center, "n": .north, "s": .south, "e": .east, "w": .west,
+        "ne": .northEast, "nw": .northWest, "se": .southEast, "sw": .southWest,
+    ]
+
+    /// Where the kept part sits, as a fraction of the room left on each axis (0: the left or
+    /// top edge, 1: the right or bottom): nil for `attention` and `focal`.
+    var edge: (x: Double, y: Double)? {
+        switch self {
+        case .center: (0.5, 0.5)
+        case .north: (0.5, 0)
+        case .south: (0.5, 1)
+        case .east: (1, 0.5)
+        case .west: (0, 0.5)
+        case .northEast: (1, 0)
+        case .northWest: (0, 0)
+        case .southEast: (1, 1)
+        case .southWest: (0, 1)
+        case .attention, .focal: nil
+        }
+    }
+}
+
+/// A rectangle of pixels.
+public struct Region: Sendable, Equatable {
+    public var left, top, width, height: Int
+
+    public init(left: Int, top: Int, width: Int, height: Int) {
+        self.left = left
+        self.top = top
+        self.width = width
+        self.height = height
+    }
+}
+
+/// An opaque sRGB colour.
+public struct Color: Sendable, Equatable {
+    public var red, green, blue: UInt8
+
+    public init(red: UInt8, green: UInt8, blue: UInt8) {
+        self.red = red
+        self.green = green
+        self.blue = blue
+    }
+
+    public static let white = Color(red: 255, green: 255, blue: 255)
 }
 
 /// One thumbnail's parameters, in the thumbnailer's terms.
@@ -142,14 +199,35 @@ public struct ThumbnailSpec: Sendable, Equatable {
     public var gravity: Gravity
     public var format: ImageFormat
     public var quality: Int
+    /// A rectangle of the upright source, in its pixels, cut before anything else.
+    public var crop: Region?
+    /// The padding of `contain`, and what JPEG flattens alpha on. Nil: the padding is
+    /// transparent where the format has alpha, else white.
+    public var background: Color?
+    /// Gaussian blur and sharpening sigmas, applied to the resized pixels.
+    public var blur: Double?
+    public var sharpen: Double?
+    /// A clockwise quarter turn (0, 90, 180, 270) after the EXIF orientation. `width` and
+    /// `height` are the output's, after the turn.
+    public var rotate: Int
+    /// A progressive JPEG, an interlaced PNG.
+    public var progressive: Bool
 
-    public init(width: Int?, height: Int?, fit: Fit = .cover, gravity: Gravity = .center, format: ImageFormat, quality: Int) {
+    public init(width: Int?, height: Int?, fit: Fit = .cover, gravity: Gravity = .center, format: ImageFormat, quality: Int,
+                crop: Region? = nil, background: Color? = nil, blur: Double? = nil, sharpen: Double? = nil, rotate: Int = 0,
+                progressive: Bool = false) {
         self.width = width
         self.height = height
         self.fit = fit
         self.gravity = gravity
         self.format = format
         self.quality = quality
+        self.crop = crop
+        self.background = background
+        self.blur = blur
+        self.sharpen = sharpen
+        self.rotate = rotate
+        self.progressive = progressive
     }
 }
 
@@ -159,4 +237,6 @@ public struct Thumbnail: Sendable {
     public var format: ImageFormat
     public var width: Int
     public var height: Int
+    /// Frames of an animation (1 for a still image).
+    public var frames: Int = 1
 }

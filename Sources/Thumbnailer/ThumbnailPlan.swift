@@ -1,19 +1,24 @@
 /// What a thumbnail will cost, decided from the header before any pixel is decoded: the
-/// decode shrink, the crop, every intermediate size, the output and an estimate of the
-/// memory the whole pipeline holds at its peak. What cannot be bounded is refused here.
+/// decode shrink, the cut, every intermediate size, the output, the frames of an animation,
+/// and an estimate of the memory the whole pipeline holds at its peak. What cannot be
+/// bounded is refused here.
 ///
-/// `cover` with the centre gravity crops *before* it resizes: the source is cut to the box's
-/// aspect ratio first, so a 1×20000 image asked at 256×256 costs a 1×1 crop enlarged to
-/// 256×256, not a 256×5,120,000 intermediate cropped afterwards (what libvips's own
-/// thumbnail does). `attention` needs the whole image scaled first; its intermediate is
-/// bounded by `maxOutputPixels`, and refused beyond.
+/// The pipeline, in order: `crop` (a rectangle of the upright source) → the cut `cover`
+/// keeps, placed by the gravity → resize → blur, sharpen → pad (`contain`) or stretch
+/// (`fill`) → `rotate` → encode. Everything up to the resize is measured in the upright
+/// source (EXIF orientation applied) and mapped once into the decoder's own frame, so the
+/// image is never turned before it is small.
+///
+/// `cover` crops *before* it resizes: the source is cut to the box's aspect ratio first, so a
+/// 1×20000 image asked at 256×256 costs a 1×1 crop enlarged to 256×256, not a
+/// 256×5,120,000 intermediate cropped afterwards (what libvips's own thumbnail does).
+/// `attention` needs the whole image scaled first; its intermediate is bounded by
+/// `maxOutputPixels`, and refused beyond.
 public struct ThumbnailPlan: Sendable, Equatable {
-    public struct Rect: Sendable, Equatable {
-        public var left, top, width, height: Int
-    }
+    public typealias Rect = Region
 
     public enum Resize: Sendable, Equatable {
-        /// Exactly the box (after a crop to its aspect ratio).
+        /// Exactly the box (after a cut to its aspect ratio).
         case exact
         /// Inside the box, enlarged when smaller (contain and fill, before the pad or stretch).
         case inside
@@ -29,18 +34,28 @@ public struct ThumbnailPlan: Sendable, Equatable {
     }
 
     public struct Limits: Sendable, Equatable {
+        /// Pixels of the source; for an animation kept animated, summed over its frames.
         public var maxSourcePixels: Int
         public var maxOutputPixels: Int
         /// One resize's estimated memory may not be more than this (the whole budget).
         public var maxMemoryBytes: Int
         /// AVIF's encoder is one call that cannot be stopped: its size is bounded instead.
         public var maxAVIFPixels: Int
+        /// An animation with more frames is made from its first frame alone.
+        public var maxFrames: Int
 
-        public init(maxSourcePixels: Int, maxOutputPixels: Int, maxMemoryBytes: Int, maxAVIFPixels: Int) {
+        public init(maxSourcePixels: Int, maxOutputPixels: Int, maxMemoryBytes: Int, maxAVIFPixels: Int, maxFrames: Int = 1) {
             self.maxSourcePixels = maxSourcePixels
             self.maxOutputPixels = maxOutputPixels
             self.maxMemoryBytes = maxMemoryBytes
             self.maxAVIFPixels = maxAVIFPixels
+            self.maxFrames = maxFrames
+        }
+
+        /// Whether an image with `header` is kept animated in a format that can animate.
+        public func animates(_ header: ImageHeader) -> Bool {
+            header.pages > 1 && header.pages <= maxFrames && header.pixels * header.pages <= maxSourcePixels
+                && (header.source == .gif || header.source == .webp)
         }
     }
 
@@ -48,18 +63,22 @@ public struct ThumbnailPlan: Sendable, Equatable {
     public let spec: ThumbnailSpec
     /// libjpeg's decode shrink (1, 2, 4 or 8).
     public let loadShrink: Int
-    /// Cut from the loaded image, in its own (not yet rotated) frame, before the resize: the
-    /// estimate from the header (the decoder's shrink may round the other way; the crop made
-    /// is `centreCrop` of the image actually loaded, with `cropAspect`).
+    /// The cut of the loaded image, in its own (not yet rotated) frame, estimated from the
+    /// header; the cut made is `cut(loaded:)` of the image actually loaded (the decoder's
+    /// shrink may round the other way).
     public let crop: Rect?
-    /// The aspect ratio the crop keeps, in the loaded image's frame.
-    public let cropAspect: (width: Int, height: Int)?
-    /// The box the resize is given, and how it meets it.
+    /// `spec.crop` within the upright source (nil: the whole image).
+    public let region: Rect?
+    /// The aspect ratio `cover` cuts to, in the upright frame (nil: no cut to a ratio).
+    public let coverAspect: (width: Int, height: Int)?
+    /// The box the resize is given (before `rotate`), and how it meets it.
     public let box: (width: Int, height: Int)
     public let resize: Resize
     public let finish: Finish
-    /// The size of the thumbnail.
+    /// The size of the thumbnail (after `rotate`).
     public let output: (width: Int, height: Int)
+    /// Frames made: the source's when it stays animated, else 1.
+    public let frames: Int
     /// The largest image the pipeline holds whole at once, in pixels.
     public let intermediatePixels: Int
     /// The memory the pipeline is expected to hold at its peak, in bytes.
@@ -67,9 +86,11 @@ public struct ThumbnailPlan: Sendable, Equatable {
 
     public static func == (lhs: ThumbnailPlan, rhs: ThumbnailPlan) -> Bool {
         lhs.source == rhs.source && lhs.spec == rhs.spec && lhs.loadShrink == rhs.loadShrink && lhs.crop == rhs.crop
-            && lhs.cropAspect.map { [$0.width, $0.height] } == rhs.cropAspect.map { [$0.width, $0.height] }
+            && lhs.region == rhs.region
+            && lhs.coverAspect.map { [$0.width, $0.height] } == rhs.coverAspect.map { [$0.width, $0.height] }
             && lhs.box == rhs.box && lhs.resize == rhs.resize && lhs.finish == rhs.finish && lhs.output == rhs.output
-            && lhs.intermediatePixels == rhs.intermediatePixels && lhs.estimatedBytes == rhs.estimatedBytes
+            && lhs.frames == rhs.frames && lhs.intermediatePixels == rhs.intermediatePixels
+            && lhs.estimatedBytes == rhs.estimatedBytes
     }
 
     /// Every band counted as 4 bytes (RGBA, 8 bits): the pipeline's images after decode.
@@ -78,9 +99,15 @@ public struct ThumbnailPlan: Sendable, Equatable {
     static let streamingRows = 256
     /// What every resize holds whatever its size (libvips's objects, buffers, a thread).
     static let baseBytes = 2 << 20
+    /// A blur or sharpen may multiply at most this many times per pixel of the largest
+    /// thumbnail (`maxOutputPixels`): its cost grows with the sigma times the pixels.
+    static let filterTapsPerOutputPixel = 64
+    /// The blur and sharpen sigmas allowed.
+    public static let sigmas = 0.3...100.0
 
     public init(source: ImageHeader, spec: ThumbnailSpec, limits: Limits) throws(ThumbnailerError) {
-        guard source.pixels <= limits.maxSourcePixels else {
+        let frames = spec.format.canAnimate && limits.animates(source) ? source.pages : 1
+        guard source.pixels * frames <= limits.maxSourcePixels else {
             throw .tooManyPixels(width: source.width, height: source.height, limit: limits.maxSourcePixels)
         }
         if let width = spec.width, let height = spec.height, width * height > limits.maxOutputPixels {
@@ -88,78 +115,91 @@ public struct ThumbnailPlan: Sendable, Equatable {
         }
         self.source = source
         self.spec = spec
-        let shrink = source.source == .jpeg ? Self.jpegShrink(source, spec) : 1
+        self.frames = frames
+        let upright = source.upright
+        region = try Self.region(spec.crop, in: upright)
+        let area = (width: region?.width ?? upright.width, height: region?.height ?? upright.height)
+        // The box before the quarter turn: the output's width is the box's height then.
+        let turns = spec.rotate == 90 || spec.rotate == 270
+        let (boxWidth, boxHeight) = turns ? (spec.height, spec.width) : (spec.width, spec.height)
+        let shrink = source.source == .jpeg
+            ? Self.jpegShrink(area: area, width: boxWidth, height: boxHeight, fit: spec.fit) : 1
         loadShrink = shrink
-        // The loaded image, in its own frame, and upright.
-        let loaded = (width: Self.divideUp(source.width, shrink), height: Self.divideUp(source.height, shrink))
-        let upright = source.swapsSides ? (width: loaded.height, height: loaded.width) : loaded
-        let oneSide = spec.width == nil || spec.height == nil
-        var crop: Rect?
-        var cropAspect: (width: Int, height: Int)?
+        let loaded = (width: Self.divideUp(area.width, shrink), height: Self.divideUp(area.height, shrink))
+        var aspect: (width: Int, height: Int)?
         var intermediate = 0
-        switch (oneSide ? Fit.inside : spec.fit, spec.gravity) {
-        case (.cover, .center):
-            let width = spec.width!, height = spec.height!
-            // The box's aspect ratio in the loaded image's frame (turned when the image turns).
-            let aspect = source.swapsSides ? (width: height, height: width) : (width: width, height: height)
-            crop = Self.centreCrop(of: loaded, aspect: aspect)
-            cropAspect = aspect
-            box = (width, height)
-            resize = .exact
-            finish = .none
-            output = (width, height)
+        var made: (width: Int, height: Int)
+        switch (boxWidth == nil || boxHeight == nil ? Fit.inside : spec.fit, spec.gravity) {
         case (.cover, .attention):
-            let width = spec.width!, height = spec.height!
-            let scale = max(Double(width) / Double(upright.width), Double(height) / Double(upright.height))
-            let scaled = (width: Int((Double(upright.width) * scale).rounded(.up)),
-                          height: Int((Double(upright.height) * scale).rounded(.up)))
+            let width = boxWidth!, height = boxHeight!
+            let scale = max(Double(width) / Double(loaded.width), Double(height) / Double(loaded.height))
+            let scaled = (width: Int((Double(loaded.width) * scale).rounded(.up)),
+                          height: Int((Double(loaded.height) * scale).rounded(.up)))
             intermediate = scaled.width * scaled.height
             guard intermediate <= limits.maxOutputPixels else {
-                throw .tooCostly("gravity=attention scales the whole \(source.width)×\(source.height) image to "
+                throw .tooCostly("gravity=attention scales the whole \(area.width)×\(area.height) image to "
                     + "\(scaled.width)×\(scaled.height) before it crops; at most \(limits.maxOutputPixels) pixels")
             }
             box = (width, height)
             resize = .attention
             finish = .none
-            output = (width, height)
+            made = (width, height)
+        case (.cover, _):
+            let width = boxWidth!, height = boxHeight!
+            aspect = (width, height)
+            box = (width, height)
+            resize = .exact
+            finish = .none
+            made = (width, height)
         case (.contain, _), (.fill, _):
-            let width = spec.width!, height = spec.height!
+            let width = boxWidth!, height = boxHeight!
             box = (width, height)
             resize = .inside
             finish = spec.fit == .contain ? .pad : .stretch
-            output = (width, height)
-            let inside = Self.inside(upright, width, height, enlarge: true)
+            made = (width, height)
+            let inside = Self.inside(loaded, width, height, enlarge: true)
             intermediate = inside.width * inside.height
         case (.inside, _):
-            box = (spec.width ?? Self.unbounded, spec.height ?? Self.unbounded)
+            box = (boxWidth ?? Self.unbounded, boxHeight ?? Self.unbounded)
             resize = .down
             finish = .none
-            output = Self.inside(upright, spec.width ?? Self.unbounded, spec.height ?? Self.unbounded, enlarge: false)
+            made = Self.inside(loaded, boxWidth ?? Self.unbounded, boxHeight ?? Self.unbounded, enlarge: false)
             // A source is measured against the thumbnail limit too: w alone never enlarges,
             // so it keeps a tall source's full height.
-            guard output.width * output.height <= limits.maxOutputPixels else {
-                throw .outputTooLarge(width: output.width, height: output.height, limit: limits.maxOutputPixels)
+            guard made.width * made.height <= limits.maxOutputPixels else {
+                throw .outputTooLarge(width: made.width, height: made.height, limit: limits.maxOutputPixels)
             }
         }
-        self.crop = crop
-        self.cropAspect = cropAspect
+        coverAspect = aspect
+        output = turns ? (made.height, made.width) : made
+        crop = Self.cut(source: source, region: region, aspect: aspect, gravity: spec.gravity,
+                        loaded: source.swapsSides
+                            ? (Self.divideUp(source.height, shrink), Self.divideUp(source.width, shrink))
+                            : (Self.divideUp(source.width, shrink), Self.divideUp(source.height, shrink)))
         intermediatePixels = intermediate
         if spec.format == .avif, output.width * output.height > limits.maxAVIFPixels {
             throw .tooCostly("an AVIF of \(output.width)×\(output.height) is more than \(limits.maxAVIFPixels) pixels; "
                 + "ask for WebP or a smaller size")
         }
-        let bytes = Self.bytesPerPixel
-        let decode = source.source.decodesWhole
-            ? loaded.width * loaded.height * bytes * (source.source == .heif ? 2 : 1)
-            : loaded.width * bytes * min(loaded.height, Self.streamingRows)
         let outputPixels = output.width * output.height
+        try Self.checkFilters(spec, pixels: outputPixels * frames, limits: limits)
+        let bytes = Self.bytesPerPixel
+        let whole = Self.divideUp(source.width, shrink) * Self.divideUp(source.height, shrink)
+        let decode = source.source.decodesWhole
+            ? whole * bytes * (source.source == .heif ? 2 : 1) * frames
+            : Self.divideUp(source.width, shrink) * bytes * min(Self.divideUp(source.height, shrink), Self.streamingRows)
         let encoder = switch spec.format {
         case .avif: 24
         case .webp: 8
-        case .jpeg, .png: 1
+        case .jpeg: spec.progressive ? 7 : 1  // a progressive JPEG holds every coefficient until the end
+        case .png, .gif: 1
         }
-        // The resized pixels in memory, the finished image, the encoder's own copy.
-        let pipeline = (intermediate + 2 * outputPixels) * bytes + outputPixels * encoder
+        // The resized pixels in memory, the finished image, the encoder's own copy; a blur,
+        // sharpen or turn holds one more finished image; an animation holds its finished
+        // frames twice (each, then joined).
+        let effects = (spec.blur != nil ? 1 : 0) + (spec.sharpen != nil ? 1 : 0) + (turns ? 1 : 0)
+        let pipeline = (intermediate + (2 + effects) * outputPixels) * bytes + outputPixels * encoder
+            + (frames > 1 ? 2 * frames * outputPixels * bytes : 0)
         estimatedBytes = Self.baseBytes + decode + pipeline + (resize == .attention ? intermediate * bytes : 0)
         guard estimatedBytes <= limits.maxMemoryBytes else {
             throw .tooCostly("this resize needs about \(estimatedBytes >> 20) MiB; one resize may use at most "
@@ -167,43 +207,31 @@ public struct ThumbnailPlan: Sendable, Equatable {
         }
     }
 
-    /// The centred part of `image` with the ratio `aspect`; nil when that is the whole image.
-    public static func centreCrop(of image: (width: Int, height: Int), aspect: (width: Int, height: Int)) -> Rect? {
-        var cut = image
-        if image.width * aspect.height > image.height * aspect.width {
-            cut.width = max(1, Int((Double(image.height) * Double(aspect.width) / Double(aspect.height)).rounded()))
-        } else {
-            cut.height = max(1, Int((Double(image.width) * Double(aspect.height) / Double(aspect.width)).rounded()))
+    /// `crop` within an upright image of `size`: clamped to it; nil when it is all of it.
+    static func region(_ crop: Region?, in size: (width: Int, height: Int)) throws(ThumbnailerError) -> Rect? {
+        guard let crop else { return nil }
+        let left = max(0, crop.left), top = max(0, crop.top)
+        let right = min(size.width, crop.left + crop.width), bottom = min(size.height, crop.top + crop.height)
+        guard right > left, bottom > top else {
+            throw .cropOutside(crop, width: size.width, height: size.height)
         }
-        cut = (min(cut.width, image.width), min(cut.height, image.height))
-        guard cut != image else { return nil }
-        return Rect(left: (image.width - cut.width) / 2, top: (image.height - cut.height) / 2, width: cut.width, height: cut.height)
+        let region = Rect(left: left, top: top, width: right - left, height: bottom - top)
+        return region == Rect(left: 0, top: 0, width: size.width, height: size.height) ? nil : region
     }
 
-    static let unbounded = 10_000_000  // libvips's largest coordinate (VIPS_MAX_COORD)
-
-    static func divideUp(_ value: Int, _ divisor: Int) -> Int { (value + divisor - 1) / divisor }
-
-    /// The size that fits `image` inside `width`×`height`, keeping its ratio.
-    static func inside(_ image: (width: Int, height: Int), _ width: Int, _ height: Int, enlarge: Bool) -> (width: Int, height: Int) {
-        var scale = min(Double(width) / Double(image.width), Double(height) / Double(image.height))
-        if !enlarge { scale = min(scale, 1) }
-        return (max(1, Int((Double(image.width) * scale).rounded())), max(1, Int((Double(image.height) * scale).rounded())))
-    }
-
-    /// The largest JPEG decode shrink (8, 4 or 2) that still leaves at least the pixels the
-    /// thumbnail needs: libjpeg then decodes only those (imgproxy and PIL's draft mode do the
-    /// same). 1 when the target is too close to the source to gain anything.
-    static func jpegShrink(_ source: ImageHeader, _ spec: ThumbnailSpec) -> Int {
-        let width = Double(source.swapsSides ? source.height : source.width)
-        let height = Double(source.swapsSides ? source.width : source.height)
-        let ratios = [spec.width.map { width / Double($0) }, spec.height.map { height / Double($0) }].compactMap { $0 }
-        guard let smallest = ratios.min(), let largest = ratios.max() else { return 1 }
-        // cover and fill need both sides at least as large as the box; the others only the
-        // side that decides the fit.
-        let both = spec.width != nil && spec.height != nil && (spec.fit == .cover || spec.fit == .fill)
-        let factor = both ? smallest : largest
-        for shrink in [8, 4, 2] where factor >= Double(shrink) { return shrink }
-        return 1
+    /// A blur or sharpen costs about its mask's width in multiplies per pixel, twice (libvips
+    /// convolves rows, then columns): bounded by `filterTapsPerOutputPixel` times the
+    /// largest thumbnail, so the largest sigma is allowed on a small thumbnail only.
+    static func checkFilters(_ spec: ThumbnailSpec, pixels: Int, limits: Limits) throws(ThumbnailerError) {
+        let budget = filterTapsPerOutputPixel * limits.maxOutputPixels
+        for (name, sigma) in [("blur", spec.blur), ("sharpen", spec.sharpen)] {
+            guard let sigma else { continue }
+            let taps = 2 * Int((3 * sigma).rounded(.up)) + 1
+            let work = 2 * taps * pixels
+            guard work <= budget else {
+                throw .tooCostly("\(name)=\(sigma) over \(pixels) pixels is about \(work / 1_000_000) million multiplies; "
+                    + "at most \(budget / 1_000_000) million: ask for a smaller \(name) or a smaller size")
+            }
+        }
     }
 }

@@ -28,6 +28,9 @@ public final class Thumbnailer: Sendable {
         public var maxAVIFPixels = 2_500_000
         /// One thumbnail's decode, resize and encode; past it the evaluation is killed.
         public var timeLimit: Duration = .seconds(10)
+        /// An animated GIF or WebP with more frames is made from its first frame (imgproxy's
+        /// `MAX_ANIMATION_FRAMES`); its frames' pixels together count against `maxSourcePixels`.
+        public var maxFrames = 100
         /// libvips worker threads per pipeline (set once per process, by the first thumbnailer).
         public var threads = 1
 
@@ -35,7 +38,7 @@ public final class Thumbnailer: Sendable {
 
         public var limits: ThumbnailPlan.Limits {
             .init(maxSourcePixels: maxSourcePixels, maxOutputPixels: maxOutputPixels, maxMemoryBytes: maxMemoryBytes,
-                  maxAVIFPixels: maxAVIFPixels)
+                  maxAVIFPixels: maxAVIFPixels, maxFrames: maxFrames)
         }
     }
 
@@ -112,133 +115,6 @@ public final class Thumbnailer: Sendable {
     public static let previewBox = 16
     public static let previewQuality = 40
 
-    /// Makes the thumbnail `plan` describes, stopped by `control`. With `preview`, a tiny
-    /// WebP of the same pixels is made between the resize and the encode (the encode, AVIF
-    /// above all, is the slow part) and handed to `preview` before the encode starts: one
-    /// decode gives both. A preview that cannot be made is skipped; the thumbnail goes on.
-    public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl,
-                          preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
-        if control.isCancelled { throw .cancelled }
-        let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
-            body.withUnsafeBytes { thumbd_vips_load(plan.source.source.code, $0.baseAddress, $0.count, Int32(plan.loadShrink), &out) }
-        }
-        return try make(from: loaded, plan, control: control, preview: preview)
-    }
-
-    /// The thumbnail of a JPEG still downloading: the same steps as `thumbnail(of:…)`, with
-    /// the decoder reading `feed` as its bytes arrive (it waits when it has caught up), so
-    /// that the decode is done soon after the last byte instead of starting then. `plan`
-    /// comes from the header of the feed's first bytes. The result is the one the whole body
-    /// would give. A feed that fails fails the decode (`notAnImage`); a cancel must end the
-    /// feed too, or a decode waiting for bytes would wait for them.
-    ///
-    /// The decode runs in the calling thread (no libvips worker), at its priority: the
-    /// caller chooses it. Only the small encode uses libvips's workers.
-    public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
-                          preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
-        if control.isCancelled { throw .cancelled }
-        guard plan.source.source == .jpeg, let source = FeedSource(feed) else { throw .unsupportedFormat }
-        return try withExtendedLifetime(source) { () throws(ThumbnailerError) -> Thumbnail in
-            let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
-                thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)
-            }
-            return try make(from: loaded, plan, control: control, inThisThread: true, preview: preview)
-        }
-    }
-
-    /// From the loaded (not yet decoded) image: crop, resize, decode, preview, encode. The
-    /// decode runs on libvips's workers, or `inThisThread`.
-    private func make(from loaded: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl, inThisThread: Bool = false,
-                      preview: ((Thumbnail) -> Void)?) throws(ThumbnailerError) -> Thumbnail {
-        let spec = plan.spec
-        var image = loaded
-        if let aspect = plan.cropAspect, let crop = ThumbnailPlan.centreCrop(of: (loaded.width, loaded.height), aspect: aspect) {
-            image = try VipsImageHandle(else: { .resizeRefused($0) }) {
-                thumbd_vips_crop(loaded.raw, Int32(crop.left), Int32(crop.top), Int32(crop.width), Int32(crop.height), &$0)
-            }
-        }
-        let (size, interesting): (VipsSize, VipsInteresting) = switch plan.resize {
-        case .exact: (VIPS_SIZE_FORCE, VIPS_INTERESTING_NONE)
-        case .inside: (VIPS_SIZE_BOTH, VIPS_INTERESTING_NONE)
-        case .down: (VIPS_SIZE_DOWN, VIPS_INTERESTING_NONE)
-        case .attention: (VIPS_SIZE_BOTH, VIPS_INTERESTING_ATTENTION)
-        }
-        let resized = try VipsImageHandle(else: { .resizeRefused($0) }) { [image] in
-            thumbd_vips_resize(image.raw, Int32(plan.box.width), Int32(plan.box.height), Int32(size.rawValue),
-                               Int32(interesting.rawValue), &$0)
-        }
-        // The decoder runs here, tile by tile (or strip by strip), under the control.
-        var final: VipsImageHandle
-        if inThisThread {
-            final = try VipsImageHandle(else: { control.failure(otherwise: .notAnImage($0)) }) {
-                thumbd_vips_materialize_here(resized.raw, control.raw, &$0)
-            }
-        } else {
-            control.watch(resized.raw)
-            final = try VipsImageHandle(else: { control.failure(otherwise: .notAnImage($0)) }) {
-                thumbd_vips_materialize(resized.raw, &$0)
-            }
-        }
-        switch plan.finish {
-        case .pad where final.width != plan.box.width || final.height != plan.box.height:
-            let transparent: Int32 = spec.format.hasAlpha ? 1 : 0
-            final = try VipsImageHandle(else: { .resizeRefused($0) }) { [final] in
-                thumbd_vips_pad(final.raw, Int32(plan.box.width), Int32(plan.box.height), transparent, &$0)
-            }
-        case .stretch where final.width != plan.box.width || final.height != plan.box.height:
-            final = try VipsImageHandle(else: { .resizeRefused($0) }) { [final] in
-                thumbd_vips_stretch(final.raw, Int32(plan.box.width), Int32(plan.box.height), &$0)
-            }
-        default:
-            break
-        }
-        guard final.width * final.height <= configuration.maxOutputPixels else {
-            throw .outputTooLarge(width: final.width, height: final.height, limit: configuration.maxOutputPixels)
-        }
-        if let preview, let tiny = try? Self.preview(of: final) { preview(tiny) }
-        control.watch(final.raw)
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        guard thumbd_vips_save(final.raw, spec.format.code, Int32(spec.quality), &buffer, &length) == 0, let buffer else {
-            throw control.failure(otherwise: .failed(Self.takeError()))
-        }
-        defer { thumbd_vips_free(buffer) }
-        let bytes = Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length))
-        return Thumbnail(body: bytes, format: spec.format, width: final.width, height: final.height)
-    }
-
-    /// A preview of decoded pixels (the tile's, already small): resized to fit
-    /// `previewBox`, encoded as WebP.
-    private static func preview(of image: VipsImageHandle) throws(ThumbnailerError) -> Thumbnail {
-        let tiny = try VipsImageHandle(else: { .resizeRefused($0) }) {
-            thumbd_vips_resize(image.raw, Int32(previewBox), Int32(previewBox), Int32(VIPS_SIZE_BOTH.rawValue),
-                               Int32(VIPS_INTERESTING_NONE.rawValue), &$0)
-        }
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        guard thumbd_vips_save(tiny.raw, ImageFormat.webp.code, Int32(previewQuality), &buffer, &length) == 0, let buffer else {
-            throw .failed(takeError())
-        }
-        defer { thumbd_vips_free(buffer) }
-        return Thumbnail(body: Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length)), format: .webp,
-                         width: tiny.width, height: tiny.height)
-    }
-
-    /// An encoded test image: a gradient with noise (so it compresses like a photo, not a
-    /// flat colour), optionally with alpha and an EXIF orientation (JPEG). For tests and the
-    /// bench; libvips draws it.
-    public func testImage(width: Int, height: Int, alpha: Bool = false, format: ImageFormat = .jpeg,
-                          orientation: Int = 1) throws(ThumbnailerError) -> Bytes {
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        guard thumbd_vips_make_test_image(Int32(width), Int32(height), alpha ? 4 : 3, format.code, Int32(orientation),
-                                          &buffer, &length) == 0, let buffer else {
-            throw .failed(Self.takeError())
-        }
-        defer { thumbd_vips_free(buffer) }
-        return Bytes(copying: UnsafeRawBufferPointer(start: buffer, count: length))
-    }
-
     /// libvips's error text, read and cleared under `errorTurn`: for the log, never to decide.
     static func takeError() -> String {
         let text: String? = errorTurn.withLock { _ in
@@ -262,7 +138,7 @@ public final class Thumbnailer: Sendable {
 
 /// One VipsImage reference, owned here and released in one place (deinit). A failed make
 /// becomes the error `failure` names from libvips's text.
-private final class VipsImageHandle {
+final class VipsImageHandle {
     let raw: UnsafeMutablePointer<VipsImage>
 
     init(else failure: (String) -> ThumbnailerError,

@@ -10,6 +10,8 @@ public enum ThumbnailerError: Error, Sendable, Equatable {
     case tooManyPixels(width: Int, height: Int, limit: Int)
     /// The output would be larger than allowed.
     case outputTooLarge(width: Int, height: Int, limit: Int)
+    /// The asked crop lies wholly outside the (upright) source.
+    case cropOutside(Region, width: Int, height: Int)
     /// The work would cost more than allowed (an intermediate image, memory, an AVIF encode),
     /// judged from the header before any decode.
     case tooCostly(String)

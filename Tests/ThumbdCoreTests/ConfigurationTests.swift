@@ -32,7 +32,7 @@ struct ConfigurationTests {
         var value = text.replacingOccurrences(of: "`", with: "").trimmingCharacters(in: .whitespaces)
         value = value.replacing(/\s*\(.*\)$/, with: "")
         if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
-        if ["empty", "none", "[]"].contains(value) { return "" }
+        if ["empty", "none", "[]", "{}"].contains(value) { return "" }
         if let match = value.wholeMatch(of: /(\d+) (KiB|MiB|GiB)/), let number = Int(match.output.1) {
             let shift = ["KiB": 10, "MiB": 20, "GiB": 30][String(match.output.2)]!
             return String(number << shift)
@@ -248,7 +248,9 @@ struct ConfigurationTests {
         var checked = 0
         for text in [readme, config] {
             for match in text.matches(of: /(THUMBD_[A-Z_]+)=([^\s`)\]]+)/) {
-                let (name, value) = (String(match.output.1), String(match.output.2))
+                var (name, value) = (String(match.output.1), String(match.output.2))
+                // A shell's single quotes (a JSON value) are not part of it.
+                if value.count >= 2, value.hasPrefix("'"), value.hasSuffix("'") { value = String(value.dropFirst().dropLast()) }
                 guard !SettingNames.clientVariables.contains(name), !value.hasPrefix("$"), !value.hasPrefix("\"") else { continue }
                 do {
                     _ = try await ThumbdConfiguration.load(file: nil, environment: [name: value])

@@ -263,7 +263,9 @@ struct BatchTests {
             let typo = try await post("{\"urls\":[\"http://a/1\"],\"widht\":100}")
             #expect(typo.status == 400 && typo.errorCode == "unknown_parameter")
             #expect((typo.json["message"] as? String)?.contains("did you mean w?") == true)
-            #expect(try await post("{\"urls\":[\"http://a/1\"],\"dpr\":2}").errorCode == "unsupported_parameter")
+            #expect(try await post("{\"urls\":[\"http://a/1\"],\"dpr\":5}").errorCode == "bad_parameter")
+            #expect(try await post("{\"urls\":[\"http://a/1\"],\"blur\":[1]}").errorCode == "bad_parameter")
+            #expect(try await post("{\"urls\":[\"http://a/1\"],\"preset\":\"none\"}").errorCode == "bad_parameter")
             // Invalid UTF-8 inside a string (0xFF): JSON is UTF-8, so the body is refused.
             let invalid = try await request(daemon.port, "/batches", method: "POST", headers: json,
                                             bodyBytes: Array("{\"urls\":[\"http://a/".utf8) + [0xFF, 0xFE] + Array("\"]}".utf8))

@@ -172,7 +172,7 @@ struct FocusTests {
         }
     }
 
-    @Test("a bad focus is a clear 4xx: an index out of range, not a list, an unknown batch, a wrong method")
+    @Test("a bad focus is a clear 4xx: an index out of range, not a list, not an object, an unknown batch, a wrong method")
     func badFocus() async throws {
         try await withOriginAndDaemon { origin, daemon in
             let outOfRange = try await request(daemon.port, "/batches", method: "POST", headers: ["Content-Type": "application/json"],
@@ -187,6 +187,9 @@ struct FocusTests {
             let cases: [(String, String, String, Int)] = [
                 ("POST", "/batches/\(batch.id)/focus", "{\"items\":[5]}", 400),
                 ("POST", "/batches/\(batch.id)/focus", "{\"items\":\"all\"}", 400),
+                ("POST", "/batches/\(batch.id)/focus", "[]", 400),  // not an object
+                ("POST", "/batches/\(batch.id)/focus", "[0]", 400),
+                ("POST", "/batches/\(batch.id)/focus", "{}", 400),  // no items
                 ("POST", "/batches/0123/focus", "{\"items\":[0]}", 404),
                 ("GET", "/batches/\(batch.id)/focus", "", 405),
             ]

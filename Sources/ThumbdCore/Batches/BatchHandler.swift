@@ -51,7 +51,7 @@ struct BatchHandler: Sendable {
 
     private func create(_ request: Request, requestID: String?) -> Response {
         do {
-            var parsed = try BatchRequest(body: request.body, maxItems: maxItems)
+            var parsed = try BatchRequest(body: request.body, maxItems: maxItems, presets: registry.variants.presets)
             // A browser sends Origin; a foreign one was refused before this (RequestGuard), and
             // a page cannot forge it. Equal to the Host: thumbd's own page.
             if let origin = request.headers["origin"], let host = request.headers["host"] {

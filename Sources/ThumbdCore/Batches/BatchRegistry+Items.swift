@@ -9,9 +9,9 @@ import Upstream
 /// One item of a batch: its parameters, its lookup, and its answer rendered as the item's event.
 extension BatchRegistry {
     /// An item with thumbnail parameters of its own.
-    static func item(_ parameters: [String: String], accept: String?, avif: Bool, offered: [ImageFormat],
-                             preview: Bool, priority: Priority, inline: Int) throws(ThumbdError) -> Item {
-        let parsed = try ThumbnailParameters { parameters[$0] }
+    static func item(_ parameters: [String: String], accept: String?, avif: Bool, offered: [ImageFormat], presets: Presets,
+                     preview: Bool, priority: Priority, inline: Int) throws(ThumbdError) -> Item {
+        let parsed = try ThumbnailParameters({ parameters[$0] }, presets: presets)
         if parsed?.format == .fixed(.avif) && !avif {
             throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
         }

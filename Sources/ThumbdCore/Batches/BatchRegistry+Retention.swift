@@ -20,7 +20,8 @@ extension BatchRegistry {
         for journal in journals {  // in the order they were created
             if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
             guard let definition = BatchJournal.definition(of: journal),
-                  var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems),
+                  var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems,
+                                                presets: variants.presets),
                   let base = try? baseItem(of: request, accept: definition.accept)
             else {
                 logger.warning("batch.restore.skipped", metadata: ["batch.id": "\(journal.id)"])

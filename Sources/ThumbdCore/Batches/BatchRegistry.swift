@@ -136,7 +136,8 @@ final class BatchRegistry: Sendable {
                 do {
                     try ParameterNames.check(own.keys, known: ParameterNames.batchItem)
                     let merged = request.parameters.merging(own) { $1 }
-                    spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, preview: request.preview,
+                    spec = try Self.item(merged, accept: accept, avif: avif, offered: variants.autoFormats, presets: variants.presets,
+                                         preview: request.preview,
                                          priority: request.priority, inline: base.inline)
                         .signed(signature)
                 } catch {

@@ -9,7 +9,7 @@ import Upstream
 struct BatchRequest {
     var items: [(clientID: String?, url: String)]
     var priority: Priority
-    /// `w`, `h`, `fit`, `gravity`, `format`, `q` for every item (nil: the originals).
+    /// The thumbnail parameters (`ThumbnailParameters.names`) for every item (nil: the originals).
     var thumbnail: ThumbnailParameters?
     /// The raw parameters, in the order of `ThumbnailParameters.names`, for each item's `src`.
     var thumbnailQuery: [(String, String)]
@@ -31,7 +31,7 @@ struct BatchRequest {
     /// `sig`, and the daemon signs their `src` (set by the handler, not by the body).
     var fromOwnPage = false
 
-    init(body: Bytes, maxItems: Int) throws(ThumbdError) {
+    init(body: Bytes, maxItems: Int, presets: Presets = Presets()) throws(ThumbdError) {
         // Foundation's decoder takes invalid UTF-8 inside a string (it substitutes); JSON
         // is UTF-8 (RFC 8259 §8.1), and a URL made of replacement characters is no URL.
         guard body.array.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) != nil else {
@@ -57,7 +57,7 @@ struct BatchRequest {
         parameters = decoded.parameters
         itemParameters = decoded.itemParameters
         itemSignatures = decoded.itemSignatures
-        thumbnail = try ThumbnailParameters { decoded.parameters[$0] }
+        thumbnail = try ThumbnailParameters({ decoded.parameters[$0] }, presets: presets)
         guard let items = decoded.items else { throw .badRequest(.noItems, "the body needs items (or urls)") }
         guard !items.isEmpty else { throw .badRequest(.noItems, "the batch has no items") }
         guard items.count <= maxItems else {
@@ -67,15 +67,14 @@ struct BatchRequest {
         focus = try Self.indices(decoded.focus, of: items.count, "focus")
     }
 
-    /// The body of `POST /batches/<id>/focus`: `{"items": [indices]}` (a bare list is taken
-    /// too), checked against the batch's `count` items.
+    /// The body of `POST /batches/<id>/focus`: the object `{"items": [indices]}`, checked
+    /// against the batch's `count` items. Anything else (a bare list, `{}`) is refused.
     static func focus(body: Bytes, of count: Int) throws(ThumbdError) -> [Int] {
         struct Focus: Decodable { var items: [Int] }
-        let data = Data(body.array)
-        let decoder = JSONDecoder()
-        if let focus = try? decoder.decode(Focus.self, from: data) { return try indices(focus.items, of: count, "items") }
-        if let list = try? decoder.decode([Int].self, from: data) { return try indices(list, of: count, "items") }
-        throw .badRequest(.malformedJSON, "the body must be {\"items\": [item indices]}")
+        guard let focus = try? JSONDecoder().decode(Focus.self, from: Data(body.array)) else {
+            throw .badRequest(.malformedJSON, "the body must be the object {\"items\": [item indices]}")
+        }
+        return try indices(focus.items, of: count, "items")
     }
 
     /// `"focus"`'s indices, checked against the batch's items (duplicates dropped, order kept).
@@ -98,21 +97,21 @@ struct BatchRequest {
         var focus: [Int] = []
         var cancelOffscreen = false
 
-        enum Key: String, CodingKey { case items, urls, priority, w, h, fit, gravity, format, q, preview, inline, focus, cancelOffscreen }
+        enum Key: String, CodingKey { case items, urls, priority, preview, inline, focus, cancelOffscreen }
 
         init(from decoder: any Decoder) throws {
             let names = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)
             try ParameterNames.check(names, known: ParameterNames.batch)
             let object = try decoder.container(keyedBy: Key.self)
-            // Numbers or strings ("w": 64 or "w": "64"); anything else is a bad parameter.
-            for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
-                if let number = try? object.decode(Int.self, forKey: key) {
-                    parameters[key.rawValue] = String(number)
-                } else if let text = try? object.decode(String.self, forKey: key) {
-                    parameters[key.rawValue] = text
-                } else {
-                    throw ThumbdError.badRequest(.badParameter, "\(key.rawValue) must be a number or a string")
+            // Numbers, strings or flags ("w": 64 or "w": "64"); anything else is a bad parameter.
+            let any = try decoder.container(keyedBy: AnyKey.self)
+            for name in ThumbnailParameters.names {
+                let key = AnyKey(stringValue: name)
+                guard any.contains(key) else { continue }
+                guard let text = BatchRequest.textOf(any, key) else {
+                    throw ThumbdError.badRequest(.badParameter, "\(name) must be a number or a string")
                 }
+                parameters[name] = text
             }
             // true or false; absent: false; anything else refuses the batch.
             func flag(_ key: Key) throws -> Bool {
@@ -150,6 +149,15 @@ struct BatchRequest {
         }
     }
 
+    /// A thumbnail parameter as the query would spell it: a number, a string, or a flag (1 or 0).
+    fileprivate static func textOf(_ container: KeyedDecodingContainer<AnyKey>, _ key: AnyKey) -> String? {
+        if let number = try? container.decode(Int.self, forKey: key) { return String(number) }
+        if let number = try? container.decode(Double.self, forKey: key) { return String(number) }
+        if let text = try? container.decode(String.self, forKey: key) { return text }
+        if let flag = try? container.decode(Bool.self, forKey: key) { return flag ? "1" : "0" }
+        return nil
+    }
+
     /// `{"url": "...", "id": "..."}`; anything else is an item without a URL. A numeric id is
     /// kept as its text.
     private struct Item: Decodable {
@@ -160,7 +168,7 @@ struct BatchRequest {
         /// that fails validation, so only this item fails.
         var parameters: [String: String] = [:]
 
-        enum Key: String, CodingKey { case url, id, w, h, fit, gravity, format, q, sig }
+        enum Key: String, CodingKey { case url, id, sig }
 
         init(from decoder: any Decoder) throws {
             guard let object = try? decoder.container(keyedBy: Key.self) else { return }
@@ -172,11 +180,9 @@ struct BatchRequest {
             }
             url = (try? object.decode(String.self, forKey: .url)) ?? ""
             sig = try? object.decode(String.self, forKey: .sig)
-            for key in [Key.w, .h, .fit, .gravity, .format, .q] where object.contains(key) {
-                if let number = try? object.decode(Int.self, forKey: key) {
-                    parameters[key.rawValue] = String(number)
-                } else {
-                    parameters[key.rawValue] = (try? object.decode(String.self, forKey: key)) ?? "(not a number or a string)"
+            if let any = try? decoder.container(keyedBy: AnyKey.self) {
+                for name in ThumbnailParameters.names where any.contains(AnyKey(stringValue: name)) {
+                    parameters[name] = BatchRequest.textOf(any, AnyKey(stringValue: name)) ?? "(not a number or a string)"
                 }
             }
             if let text = try? object.decode(String.self, forKey: .id) {
@@ -188,7 +194,7 @@ struct BatchRequest {
     }
 
     /// Any key of a JSON object, to list them all.
-    private struct AnyKey: CodingKey {
+    fileprivate struct AnyKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }

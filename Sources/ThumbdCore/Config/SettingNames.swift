@@ -53,14 +53,16 @@ enum SettingNames {
     }
 
     /// Refuses a key of the settings file that is no setting's.
-    static func checkFile(_ text: String, path: String) throws(ConfigurationError) {
+    /// Returns the parsed file (nil when empty).
+    @discardableResult
+    static func checkFile(_ text: String, path: String) throws(ConfigurationError) -> [String: Any]? {
         let parsed: Any?
         do {
             parsed = path.hasSuffix(".json") ? try JSONSerialization.jsonObject(with: Data(text.utf8)) : try Yams.load(yaml: text)
         } catch {
             throw ConfigurationError(key: "--config", reason: "\(path) cannot be parsed: \(error)")
         }
-        guard let parsed else { return }  // an empty file
+        guard let parsed else { return nil }  // an empty file
         guard let root = parsed as? [String: Any] else {
             throw ConfigurationError(key: "--config", reason: "\(path) must hold a mapping of sections (server:, store:, …)")
         }
@@ -68,13 +70,17 @@ enum SettingNames {
             let hint = ParameterNames.suggestion(for: key, among: known).map { " (did you mean \($0)?)" } ?? ""
             throw ConfigurationError(key: key, reason: "\(path) sets \(key), which is not a setting\(hint)")
         }
+        return root
     }
+
+    /// Settings whose value is a whole mapping, not a section of settings.
+    static let mappings: Set<String> = ["thumbnails.presets"]
 
     /// The dotted keys of a nested mapping's leaves (a list is a leaf).
     private static func flatten(_ mapping: [String: Any], prefix: String = "") -> [String] {
         mapping.flatMap { name, value -> [String] in
             let key = prefix.isEmpty ? name : prefix + "." + name
-            if let inner = value as? [String: Any] { return flatten(inner, prefix: key) }
+            if let inner = value as? [String: Any], !mappings.contains(key) { return flatten(inner, prefix: key) }
             return [key]
         }
     }

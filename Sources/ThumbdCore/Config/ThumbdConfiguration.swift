@@ -64,7 +64,19 @@ package struct ThumbdConfiguration: Sendable {
             guard let contents = FileManager.default.contents(atPath: file) else {
                 throw ConfigurationError(key: "--config", reason: "\(file) cannot be read")
             }
-            try SettingNames.checkFile(String(decoding: contents, as: UTF8.self), path: file)
+            let root = try SettingNames.checkFile(String(decoding: contents, as: UTF8.self), path: file)
+            // A mapping-valued setting (thumbnails.presets) reaches its reader as JSON text,
+            // as it does from the environment; the file provider only knows leaves.
+            for key in SettingNames.mappings.sorted() {
+                let path = key.split(separator: ".").map(String.init)
+                var node: Any? = root
+                for component in path { node = (node as? [String: Any])?[component] }
+                guard let mapping = node as? [String: Any],
+                      let json = try? JSONSerialization.data(withJSONObject: mapping) else { continue }
+                providers.append(InMemoryProvider(name: "file mappings", values: [
+                    AbsoluteConfigKey(path): ConfigValue(.string(String(decoding: json, as: UTF8.self)), isSecret: false),
+                ]))
+            }
             if file.hasSuffix(".json") {
                 providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
             } else {

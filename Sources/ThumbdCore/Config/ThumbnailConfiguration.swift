@@ -47,6 +47,17 @@ package struct ThumbnailConfiguration: Sendable {
     /// millisecond to move over loopback, where thumbd answers. Put `avif` or `webp` first
     /// when thumbd serves clients over a real network.
     package var autoFormats: [ImageFormat] = [.jpeg, .webp, .avif]
+    /// `thumbnails.maxFrames`: an animated GIF or WebP with at most this many frames stays
+    /// animated when the output can animate (WebP, GIF), its frames' pixels summed against
+    /// `maxSourcePixels`; with more, the thumbnail is made of its first frame.
+    package var maxFrames = thumbnailerDefaults.maxFrames
+    /// `thumbnails.presets`: named sets of thumbnail parameters, asked for by `preset=NAME`.
+    /// In the file, a mapping (`avatar: {w: 128, h: 128, fit: cover}`); in
+    /// `THUMBD_THUMBNAILS_PRESETS`, the same as a JSON object.
+    package var presets: [String: [String: String]] = [:]
+    /// `thumbnails.onlyPresets`: refuse every thumbnail parameter but `preset` (400), so that
+    /// pages cannot mint unbounded variants. Originals are still served.
+    package var onlyPresets = false
 
     package init() {}
 
@@ -60,9 +71,12 @@ package struct ThumbnailConfiguration: Sendable {
         streams = try r.int("streams", streams)
         maxMemoryBytes = try r.int("maxMemoryBytes", maxMemoryBytes)
         maxAVIFPixels = try r.int("maxAvifPixels", maxAVIFPixels)
+        maxFrames = try r.int("maxFrames", maxFrames)
+        if let text = r.optionalString("presets") { presets = try Presets.parse(json: text) }
+        onlyPresets = try r.bool("onlyPresets", onlyPresets)
         let formats = r.strings("autoFormats", autoFormats.map(\.rawValue))
         autoFormats = try formats.map { name in
-            guard let format = ImageFormat(rawValue: name.lowercased()), format != .png else {
+            guard let format = ImageFormat(rawValue: name.lowercased()), format != .png, format != .gif else {
                 throw ConfigurationError(key: "thumbnails.autoFormats", reason: "\(name) is not jpeg, webp or avif")
             }
             return format
@@ -79,6 +93,8 @@ package struct ThumbnailConfiguration: Sendable {
         try require(streams >= 0, "thumbnails.streams", "must not be negative")
         try require(maxMemoryBytes >= 16 << 20, "thumbnails.maxMemoryBytes", "must be at least 16777216 (16 MiB)")
         try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAvifPixels", "must be at least 4096")
+        try require(maxFrames >= 1, "thumbnails.maxFrames", "must be at least 1")
+        try require(!onlyPresets || !presets.isEmpty, "thumbnails.onlyPresets", "needs at least one of thumbnails.presets")
         try require(!autoFormats.isEmpty, "thumbnails.autoFormats", "must name at least one of jpeg, webp, avif")
     }
 
@@ -91,9 +107,13 @@ package struct ThumbnailConfiguration: Sendable {
         settings.timeLimit = .milliseconds(Int(timeLimitSeconds * 1000))
         settings.maxMemoryBytes = maxMemoryBytes
         settings.maxAVIFPixels = maxAVIFPixels
+        settings.maxFrames = maxFrames
         settings.threads = 1
         return settings
     }
+
+    /// What `preset=NAME` may name, and whether nothing else is taken.
+    var presetRules: Presets { Presets(named: presets, only: onlyPresets) }
 
     /// The resize lane's settings.
     var lane: ResizeLane.Configuration {

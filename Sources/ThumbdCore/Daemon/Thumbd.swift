@@ -171,6 +171,7 @@ package final class Thumbd: Service, Sendable {
         started.append { lane.stop() }
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
                                      autoFormats: configuration.thumbnails.autoFormats,
+                                     presets: configuration.thumbnails.presetRules,
                                      streams: configuration.thumbnails.streams, logger: logger)
         started.append { variants.stop() }
         let signer = configuration.signing.signer

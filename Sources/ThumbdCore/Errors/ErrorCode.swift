@@ -8,7 +8,6 @@ package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible 
     case urlTooLong = "url_too_long"  // 400: longer than 4096 bytes
     case badParameter = "bad_parameter"  // 400: a parameter's value is wrong
     case unknownParameter = "unknown_parameter"  // 400: a parameter thumbd does not know (a typo: "did you mean w?")
-    case unsupportedParameter = "unsupported_parameter"  // 400: a parameter of the contract this version does not make yet (dpr, crop, …)
     case outputTooLarge = "output_too_large"  // 400: w × h over thumbnails.maxOutputPixels
     case malformedJSON = "malformed_json"  // 400: a batch body that is not a JSON object
     case noItems = "no_items"  // 400: a batch without items
@@ -61,7 +60,7 @@ package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible 
 
     package var status: Int {
         switch self {
-        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .unknownParameter, .unsupportedParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
+        case .missingURL, .malformedURL, .unsupportedScheme, .credentialsInURL, .urlTooLong, .badParameter, .unknownParameter, .outputTooLarge, .malformedJSON, .noItems, .badFraming, .missingHost, .malformedPath: 400
         case .badSignature, .destinationNotAllowed, .hostNotAllowed, .originNotAllowed: 403
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405

@@ -47,6 +47,9 @@ extension ThumbdError {
         switch error {
         case .notAnImage, .unsupportedFormat: self = .notAnImage
         case .tooCostly(let reason): self.init(.resizeTooCostly, reason)
+        case .cropOutside(let crop, let width, let height):
+            self.init(.badParameter, "crop=\(crop.left),\(crop.top),\(crop.width),\(crop.height) lies outside the "
+                          + "\(width)×\(height) image")
         case .resizeRefused: self.init(.resizeRefused, "libvips refused to resize this image with these parameters")
         case .cancelled: self = .cancelled
         case .tooManyPixels(let width, let height, let limit):

@@ -25,9 +25,12 @@ final class VariantSource: Sendable {
     /// What `format=auto` may answer, most preferred first (`thumbnails.autoFormats`, less
     /// AVIF where this libvips cannot encode it).
     let autoFormats: [ImageFormat]
+    /// What `preset=NAME` may name (`thumbnails.presets`, `thumbnails.onlyPresets`).
+    let presets: Presets
 
     init(source: ObjectSource, thumbnailer: Thumbnailer, lane: ResizeLane, autoFormats: [ImageFormat] = ThumbnailConfiguration().autoFormats,
-         streams: Int = ThumbnailConfiguration().streams, logger: Logger) {
+         presets: Presets = Presets(), streams: Int = ThumbnailConfiguration().streams, logger: Logger) {
+        self.presets = presets
         self.streams = streams > 0 ? StreamedDecode.Slots(limit: streams) : nil
         self.autoFormats = autoFormats.filter { $0 != .avif || thumbnailer.canEncodeAVIF }
         self.source = source

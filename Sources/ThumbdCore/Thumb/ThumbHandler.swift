@@ -33,7 +33,7 @@ struct ThumbHandler: Sendable {
         let thumb: ThumbRequest
         do {
             thumb = try ThumbRequest(request, policy: policy, avif: variants.thumbnailer.canEncodeAVIF,
-                                 offered: variants.autoFormats)
+                                     offered: variants.autoFormats, presets: variants.presets)
         } catch {
             return .response(Self.failure(error, cache: nil, placeholder: placeholder))
         }

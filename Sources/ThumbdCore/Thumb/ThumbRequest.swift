@@ -26,11 +26,12 @@ struct ThumbRequest: Sendable {
     }
 
     /// `offered`: the formats `format=auto` may answer, most preferred first.
-    init(_ request: Request, policy: DestinationPolicy, avif: Bool, offered: [ImageFormat]) throws(ThumbdError) {
+    init(_ request: Request, policy: DestinationPolicy, avif: Bool, offered: [ImageFormat],
+         presets: Presets = Presets()) throws(ThumbdError) {
         // The most common request names the URL alone: no parameter to look for (each lookup
         // hashes its name, on every hit).
         let urlAlone = request.query.count == 1 && request.query["url"] != nil
-        if !urlAlone, let parameters = try ThumbnailParameters({ request.query[$0] }) {
+        if !urlAlone, let parameters = try ThumbnailParameters({ request.query[$0] }, presets: presets) {
             if parameters.format == .fixed(.avif) && !avif {
                 throw .badRequest(.badParameter, "format=avif is not available: this libvips cannot encode AVIF")
             }

@@ -1,7 +1,5 @@
 /// Which parameter names a request may use. A name thumbd does not know is refused, never
-/// ignored: `width=100` must not answer the full-size original. A name the contract
-/// (`API.md`) has but this version does not make yet is refused with its own code, so a
-/// client can tell "you misspelt it" from "not built yet".
+/// ignored: `width=100` must not answer the full-size original.
 enum ParameterNames {
     /// `/thumb`'s query parameters.
     static let thumb = ["url"] + ThumbnailParameters.names + ["priority", "fallback", "sig"]
@@ -10,14 +8,12 @@ enum ParameterNames {
         + ["preview", "inline", "focus", "cancelOffscreen"]
     static let batchItem = ["url", "id", "sig"] + ThumbnailParameters.names
 
-    /// In the contract, not made by this version.
-    static let planned = ["dpr", "fx", "fy", "crop", "bg", "blur", "sharpen", "rotate", "progressive", "preset"]
-
     /// Names other services use for ours (imgproxy, thumbor, Cloudinary, the HTML attributes).
     static let aliases = [
         "width": "w", "height": "h", "quality": "q", "fmt": "format", "f": "format", "mode": "fit",
         "resize": "fit", "resizing_type": "fit", "crop_gravity": "gravity", "g": "gravity", "src": "url",
-        "uri": "url", "signature": "sig", "s": "sig",
+        "uri": "url", "signature": "sig", "s": "sig", "pr": "preset", "background": "bg", "rot": "rotate",
+        "interlace": "progressive", "focus": "gravity", "x": "fx", "y": "fy",
     ]
 
     /// Refuses the first unknown name in sorted order (so the answer does not depend on the
@@ -26,11 +22,6 @@ enum ParameterNames {
     static func check(_ names: some Collection<String>, known: [String]) throws(ThumbdError) {
         guard names.contains(where: { !known.contains($0) }) else { return }
         for name in names.sorted() where !known.contains(name) {
-            if planned.contains(name) {
-                throw .badRequest(.unsupportedParameter,
-                                  "\(name) is in thumbd's contract but this version does not make it yet; "
-                                      + "the parameters it knows are \(known.joined(separator: ", "))")
-            }
             let hint = suggestion(for: name, among: known).map { " (did you mean \($0)?)" } ?? ""
             throw .badRequest(.unknownParameter, "\(quoted(name)) is not a parameter thumbd knows\(hint); "
                                   + "the ones it knows are \(known.joined(separator: ", "))")

@@ -1,7 +1,10 @@
+import Foundation
 import Thumbnailer
 
-/// `w`, `h`, `fit`, `gravity`, `format`, `q` of a `/thumb` request or a batch, parsed and
-/// normalized: two requests that ask for the same pixels get the same variant key.
+/// The thumbnail parameters of a `/thumb` request or a batch (`w`, `h`, `dpr`, `fit`,
+/// `gravity`, `fx`, `fy`, `crop`, `bg`, `blur`, `sharpen`, `rotate`, `format`, `q`,
+/// `progressive`, `preset`), parsed and normalized: two requests that ask for the same pixels
+/// get the same variant key (`w=200&dpr=2` is `w=400`).
 struct ThumbnailParameters: Sendable, Equatable {
     /// `format`: a concrete format, the source's own (`nil`: none asked), or the best the
     /// client's `Accept` takes (`auto`, resolved per request before the key is made).
@@ -17,56 +20,142 @@ struct ThumbnailParameters: Sendable, Equatable {
     var gravity: Gravity
     var format: Format
     var quality: Int?
+    var crop: Region?
+    var background: Color?
+    var blur: Double?
+    var sharpen: Double?
+    var rotate: Int
+    var progressive: Bool
 
-    static let names = ["w", "h", "fit", "gravity", "format", "q"]
+    static let names = ["w", "h", "dpr", "fit", "gravity", "fx", "fy", "crop", "bg", "blur", "sharpen", "rotate", "format",
+                        "q", "progressive", "preset"]
     static let maxSide = 8192
+    /// libvips's largest coordinate: a crop's numbers are bounded by it before any header is read.
+    static let maxCoordinate = 10_000_000
 
-    /// Nil when no thumbnail parameter is present (the original is served).
-    init?(_ value: (String) -> String?) throws(ThumbdError) {
+    /// Nil when no thumbnail parameter is present, from the request or its preset (the
+    /// original is served). The request's own values win over its preset's.
+    init?(_ request: (String) -> String?, presets: Presets = Presets()) throws(ThumbdError) {
+        let named = try presets.resolve(request)
+        func value(_ name: String) -> String? {
+            if let text = request(name), !text.isEmpty { return text }
+            return named[name]
+        }
         guard Self.names.contains(where: { value($0) != nil }) else { return nil }
+        let dpr = try Self.number(value("dpr"), "dpr", in: 1...4) ?? 1
         func side(_ name: String) throws(ThumbdError) -> Int? {
-            guard let text = value(name), !text.isEmpty else { return nil }
+            guard let text = value(name) else { return nil }
             guard let number = Int(text), (1...Self.maxSide).contains(number) else {
                 throw .badRequest(.badParameter, "\(name) must be a whole number of pixels, 1 to \(Self.maxSide), not \(text)")
             }
-            return number
+            let scaled = Int((Double(number) * dpr).rounded())
+            guard scaled <= Self.maxSide else {
+                throw .badRequest(.badParameter, "\(name) × dpr must be at most \(Self.maxSide) pixels, not \(scaled)")
+            }
+            return scaled
         }
         width = try side("w")
         height = try side("h")
         switch value("fit") {
-        case nil, "": fit = .cover
+        case nil: fit = .cover
         case let text?:
             guard let parsed = Fit(rawValue: text) else {
                 throw .badRequest(.badParameter, "fit must be cover, contain, fill or inside, not \(text)")
             }
             fit = parsed
         }
-        switch value("gravity") {
-        case nil, "", "centre": gravity = .center
-        case let text?:
-            guard let parsed = Gravity(rawValue: text) else {
-                throw .badRequest(.badParameter, "gravity must be center or attention, not \(text)")
-            }
-            gravity = parsed
-        }
+        gravity = try Self.gravity(value)
         switch value("format") {
-        case nil, "": format = .source
+        case nil: format = .source
         case "auto": format = .auto
         case "jpg": format = .fixed(.jpeg)
         case let text?:
-            guard let parsed = ImageFormat(rawValue: text) else {
+            guard let parsed = ImageFormat(rawValue: text), parsed != .gif else {
                 throw .badRequest(.badParameter, "format must be jpeg, png, webp, avif or auto, not \(text)")
             }
             format = .fixed(parsed)
         }
-        if let text = value("q"), !text.isEmpty {
+        if let text = value("q") {
             guard let number = Int(text), (1...100).contains(number) else {
-                throw .badRequest(.badParameter, "q must be 1 to 100, not \(text)")
+                throw .badRequest(.badParameter, "q must be a whole number, 1 to 100, not \(text)")
             }
             quality = number
         } else {
             quality = nil
         }
+        crop = try Self.crop(value("crop"))
+        background = try Self.color(value("bg"))
+        blur = try Self.number(value("blur"), "blur", in: ThumbnailPlan.sigmas)
+        sharpen = try Self.number(value("sharpen"), "sharpen", in: ThumbnailPlan.sigmas)
+        switch value("rotate") {
+        case nil, "0": rotate = 0
+        case "90": rotate = 90
+        case "180": rotate = 180
+        case "270": rotate = 270
+        case let text?: throw .badRequest(.badParameter, "rotate must be 90, 180 or 270, not \(text)")
+        }
+        switch value("progressive") {
+        case nil, "0", "false": progressive = false
+        case "1", "true": progressive = true
+        case let text?: throw .badRequest(.badParameter, "progressive must be 1 or 0, not \(text)")
+        }
+    }
+
+    /// `gravity`, with `fx` and `fy` for `focal` (and only then).
+    private static func gravity(_ value: (String) -> String?) throws(ThumbdError) -> Gravity {
+        let fx = try number(value("fx"), "fx", in: 0...1), fy = try number(value("fy"), "fy", in: 0...1)
+        switch value("gravity") {
+        case "focal":
+            guard let fx, let fy else {
+                throw .badRequest(.badParameter, "gravity=focal needs fx and fy, each 0 to 1 (a fraction of the source)")
+            }
+            return .focal(x: fx, y: fy)
+        case let text:
+            if fx != nil || fy != nil {
+                throw .badRequest(.badParameter, "fx and fy place gravity=focal; give gravity=focal with them")
+            }
+            guard let text else { return .center }
+            if text == "centre" { return .center }
+            if text == "attention" { return .attention }
+            guard let compass = Gravity.compass[text] else {
+                throw .badRequest(.badParameter, "gravity must be center, n, s, e, w, ne, nw, se, sw, attention or focal, not \(text)")
+            }
+            return compass
+        }
+    }
+
+    /// A decimal number within `range`, or nil when absent.
+    private static func number(_ text: String?, _ name: String, in range: ClosedRange<Double>) throws(ThumbdError) -> Double? {
+        guard let text else { return nil }
+        guard let number = Double(text), number.isFinite, range.contains(number) else {
+            throw .badRequest(.badParameter, "\(name) must be a number from \(range.lowerBound.formatted()) to "
+                                  + "\(range.upperBound.formatted()), not \(text)")
+        }
+        return number
+    }
+
+    /// `crop=x,y,w,h`: whole numbers of source pixels, `w` and `h` at least 1.
+    private static func crop(_ text: String?) throws(ThumbdError) -> Region? {
+        guard let text else { return nil }
+        let numbers = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard numbers.count == 4, let x = numbers[0], let y = numbers[1], let w = numbers[2], let h = numbers[3],
+              (0..<maxCoordinate).contains(x), (0..<maxCoordinate).contains(y), (1...maxCoordinate).contains(w),
+              (1...maxCoordinate).contains(h)
+        else {
+            throw .badRequest(.badParameter, "crop must be x,y,w,h in source pixels (x and y from 0, w and h from 1, "
+                                  + "each at most \(maxCoordinate)), not \(text)")
+        }
+        return Region(left: x, top: y, width: w, height: h)
+    }
+
+    /// `bg=RRGGBB` (six hex digits, `#` allowed before them).
+    private static func color(_ text: String?) throws(ThumbdError) -> Color? {
+        guard let text else { return nil }
+        let hex = text.hasPrefix("#") ? String(text.dropFirst()) : text
+        guard hex.utf8.count == 6, hex.allSatisfy(\.isHexDigit), let value = UInt32(hex, radix: 16) else {
+            throw .badRequest(.badParameter, "bg must be a colour as six hex digits, RRGGBB, not \(text)")
+        }
+        return Color(red: UInt8(value >> 16), green: UInt8((value >> 8) & 0xFF), blue: UInt8(value & 0xFF))
     }
 
     /// The format `auto` picks for an `Accept` header (RFC 9110 §12.5.1): each format's
@@ -122,69 +211,7 @@ struct ThumbnailParameters: Sendable, Equatable {
         }
         return Variant(width: width, height: height, fit: width != nil && height != nil ? fit : .inside,
                        gravity: fit == .cover && width != nil && height != nil ? gravity : .center,
-                       output: chosen, quality: quality)
-    }
-}
-
-/// One variant of an original: what is resized, stored and keyed.
-struct Variant: Sendable, Equatable {
-    enum Output: Sendable, Equatable {
-        case fixed(ImageFormat)
-        /// The source's own format (GIF and other formats without an encoder here become PNG).
-        case source
-        /// Chosen from `Accept`: sent with `Vary: Accept`; JPEG becomes PNG for a source with alpha.
-        case negotiated(ImageFormat)
-    }
-
-    var width: Int?
-    var height: Int?
-    var fit: Fit
-    var gravity: Gravity
-    var output: Output
-    var quality: Int?
-
-    var varyOnAccept: Bool {
-        if case .negotiated = output { return true }
-        return false
-    }
-
-    /// The cache key of this variant of `url`: every parameter, in one order, defaults
-    /// spelled out, so equal variants share one object.
-    func key(of url: String) -> String {
-        let format = switch output {
-        case .fixed(let format): format.rawValue
-        case .source: "source"
-        case .negotiated(let format): "auto-\(format.rawValue)"
-        }
-        return "\(url)#thumb:w=\(width.map(String.init) ?? "")&h=\(height.map(String.init) ?? "")"
-            + "&fit=\(fit.rawValue)&gravity=\(gravity.rawValue)&format=\(format)&q=\(quality.map(String.init) ?? "")"
-    }
-
-    /// The thumbnailer's spec, once the source's header is known.
-    func spec(source: ImageHeader, avif: Bool) -> ThumbnailSpec {
-        let format: ImageFormat = switch output {
-        case .fixed(let format): format == .avif && !avif ? .webp : format
-        case .negotiated(let format): format == .jpeg && source.hasAlpha ? .png : format
-        case .source: Self.sourceFormat(source.format, avif: avif)
-        }
-        return ThumbnailSpec(width: width, height: height, fit: fit, gravity: gravity, format: format,
-                             quality: quality ?? Self.defaultQuality(format))
-    }
-
-    static func defaultQuality(_ format: ImageFormat) -> Int {
-        switch format {
-        case .jpeg: 80
-        case .webp: 80
-        case .avif: 55
-        case .png: 100
-        }
-    }
-
-    private static func sourceFormat(_ format: ImageFormat?, avif: Bool) -> ImageFormat {
-        switch format {
-        case .avif?: avif ? .avif : .webp
-        case let format?: format
-        case nil: .png  // GIF, TIFF, SVG and the rest
-        }
+                       output: chosen, quality: quality, crop: crop, background: background, blur: blur, sharpen: sharpen,
+                       rotate: rotate, progressive: progressive)
     }
 }

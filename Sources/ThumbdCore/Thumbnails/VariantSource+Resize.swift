@@ -92,7 +92,8 @@ extension VariantSource {
     /// `image/webp`, and every browser that takes AVIF takes WebP); an AVIF asked by name is
     /// refused (422 `resize_too_costly`).
     func plan(_ variant: Variant, of header: ImageHeader) throws(ThumbnailerError) -> ThumbnailPlan {
-        var spec = variant.spec(source: header, avif: thumbnailer.canEncodeAVIF)
+        var spec = variant.spec(source: header, avif: thumbnailer.canEncodeAVIF,
+                                animates: thumbnailer.configuration.limits.animates(header))
         do {
             return try thumbnailer.plan(header, spec)
         } catch .tooCostly(let reason) where spec.format == .avif && variant.varyOnAccept {
