@@ -24,8 +24,8 @@ public struct Warmer {
 
     public var server: String
     public var priority: String?
-    /// Thumbnail parameters for every URL (`w`, `h`, `fit`, `gravity`, `format`, `q`):
-    /// the variants are made, not only the originals fetched.
+    /// Thumbnail parameters for every URL, by their query names (`w`, `h`, `dpr`, `fit`,
+    /// `gravity`, `blur`, `preset`, …): the variants are made, not only the originals fetched.
     public var thumbnail: [String: String] = [:]
     /// The `sig` of one URL (with `thumbnail`), when the daemon wants signed URLs.
     public var sign: ((String) -> String?)?
@@ -47,14 +47,8 @@ public struct Warmer {
 
     public func run(urls: [String]) throws -> Report {
         guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        var request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
-                                priority: priority)
-        request.w = thumbnail["w"].flatMap { Int($0) }
-        request.h = thumbnail["h"].flatMap { Int($0) }
-        request.q = thumbnail["q"].flatMap { Int($0) }
-        request.fit = thumbnail["fit"]
-        request.gravity = thumbnail["gravity"]
-        request.format = thumbnail["format"]
+        let request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
+                                priority: priority, parameters: thumbnail)
         let body = try JSONEncoder().encode(request)
         let post = try DaemonConnection(base: server)
         let head = try post.send("POST", "/batches", headers: ["Content-Type": "application/json"], body: Array(body))
@@ -102,16 +96,29 @@ public struct Warmer {
         return report
     }
 
+    /// `{"items": [...], "priority": …}` and each thumbnail parameter as a string (the
+    /// daemon reads `"w": "64"` as `"w": 64`).
     private struct BatchBody: Encodable {
         struct Item: Encodable { var url: String; var id: String; var sig: String? }
         var items: [Item]
         var priority: String?
-        var w: Int?
-        var h: Int?
-        var fit: String?
-        var gravity: String?
-        var format: String?
-        var q: Int?
+        var parameters: [String: String]
+
+        private struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(items, forKey: Key(stringValue: "items"))
+            try container.encodeIfPresent(priority, forKey: Key(stringValue: "priority"))
+            for (name, value) in parameters.sorted(by: { $0.key < $1.key }) {
+                try container.encode(value, forKey: Key(stringValue: name))
+            }
+        }
     }
 
     /// The 201 (`events`) or an error (`message`).

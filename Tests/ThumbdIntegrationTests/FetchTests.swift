@@ -1,5 +1,7 @@
 import Foundation
+import Support
 import Testing
+import Thumbnailer
 import ThumbdTesting
 
 @Suite("GET /thumb: miss, hit, validators, restart")
@@ -133,7 +135,7 @@ struct FetchTests {
         }
     }
 
-    @Test("fallback=placeholder keeps the error status but answers an image tile: a PNG, or an SVG of the asked size")
+    @Test("fallback=placeholder keeps the error status but answers an image tile of the asked size: an SVG when Accept lists it, else a PNG")
     func placeholder() async throws {
         try await withOriginAndDaemon { origin, daemon in
             let failed = try await request(daemon.port, origin.thumb("/status/500", "&fallback=placeholder"))
@@ -144,15 +146,43 @@ struct FetchTests {
             let badRequest = try await request(daemon.port, "/thumb?url=ftp%3A%2F%2Fx&fallback=placeholder")
             #expect(badRequest.status == 400)
             #expect(badRequest[header: "Content-Type"] == "image/png")
-            // Of the asked size: w×h, or w alone as a square (an SVG: a few hundred bytes whatever the size).
+            // Of the asked size: w×h, or w alone as a square. An SVG (a few hundred bytes
+            // whatever the size) when Accept lists it, as a browser's does.
+            let browser = ["Accept": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8"]
             for (query, size) in [("&w=200&h=120", "width=\"200\" height=\"120\""), ("&w=90", "width=\"90\" height=\"90\""),
-                                  ("&w=8192&h=8192", "width=\"8192\" height=\"8192\"")] {
-                let sized = try await request(daemon.port, origin.thumb("/status/500", query + "&fallback=placeholder"))
+                                  ("&w=8192&h=8192", "width=\"8192\" height=\"8192\""),
+                                  ("&w=50&h=30&dpr=2", "width=\"100\" height=\"60\"")] {
+                let sized = try await request(daemon.port, origin.thumb("/status/500", query + "&fallback=placeholder"), headers: browser)
                 #expect(sized.status == 502)
                 #expect(sized[header: "Content-Type"] == "image/svg+xml")
                 #expect(sized[header: "Content-Security-Policy"] == "default-src 'none'")
+                #expect(sized[header: "Vary"] == "Accept")
                 let svg = String(decoding: sized.body, as: UTF8.self)
                 #expect(svg.hasPrefix("<svg ") && svg.contains(size) && !svg.contains("script") && sized.body.count < 1024, "\(svg)")
+            }
+            // Otherwise (an app's image decoder draws no SVG) a PNG of that size, small at any size.
+            let thumbnailer = try Thumbnailer()
+            let cases: [(String, [String: String], Int, Int, Int)] = [
+                ("&w=200&h=120", [:], 200, 120, 300), ("&w=90", ["Accept": "image/*"], 90, 90, 300),
+                ("&w=1&h=1", [:], 1, 1, 300), ("&w=2&h=9", [:], 2, 9, 300), ("&w=17&h=3", [:], 17, 3, 300),
+                ("&w=300&h=200", ["Accept": "image/svg+xml;q=0,image/png"], 300, 200, 400),
+                ("&w=8192&h=8192", [:], 8192, 8192, 100_000),
+            ]
+            for (query, headers, width, height, largest) in cases {
+                let png = try await request(daemon.port, origin.thumb("/status/500", query + "&fallback=placeholder"), headers: headers)
+                #expect(png.status == 502 && png[header: "Content-Type"] == "image/png", "\(query)")
+                #expect(png[header: "Vary"] == "Accept")
+                #expect(png.body.count <= largest, "\(query): \(png.body.count) bytes")
+                let header = try thumbnailer.header(of: Bytes(png.body))
+                #expect((header.width, header.height) == (width, height), "\(query)")
+                let corner = try thumbnailer.pixel(of: Bytes(png.body), x: 0, y: height - 1)
+                #expect(corner.prefix(3) == [204, 204, 204], "\(query): the border, \(corner)")
+                if width > 2 && height > 2 {
+                    let inside = try thumbnailer.pixel(of: Bytes(png.body), x: width / 2, y: height / 2)
+                    #expect(inside.prefix(3) == [242, 242, 242], "\(query): the fill, \(inside)")
+                    let right = try thumbnailer.pixel(of: Bytes(png.body), x: width - 1, y: height / 2)
+                    #expect(right.prefix(3) == [204, 204, 204], "\(query): the right border, \(right)")
+                }
             }
             let badFallback = try await request(daemon.port, origin.thumb("/img/x.jpg", "&fallback=kitten"))
             #expect(badFallback.status == 400)

@@ -21,14 +21,17 @@ struct HostileImageTests {
             let header = try Self.thumbnailer.header(of: Bytes(result.body))
             #expect((header.width, header.height) == (256, 256))
             // The same needle with the parameters that made libvips fail: not "not an image".
+            // (A 16-megapixel enlargement: on a loaded machine it may run past the time limit,
+            // a fair answer too.)
+            let fair = [200, 422, 503]
             let odd = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=8192&h=1953"))
             #expect(odd.status != 415, "\(odd.text.prefix(200))")
-            #expect(odd.status == 200 || odd.status == 422)
+            #expect(fair.contains(odd.status) && (odd.status != 503 || odd.errorCode == "resize_timeout"), "\(odd.text.prefix(200))")
             let attention = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=256&h=256&gravity=attention"))
             #expect(attention.status == 422 && attention.errorCode == "resize_too_costly", "\(attention.text.prefix(200))")
-            // Answered the same again, whatever failed in between.
+            // Answered alike again, whatever failed in between: never "not an image".
             let again = try await request(daemon.port, origin.thumb("/file/needle.png", "&w=8192&h=1953"))
-            #expect(again.status == odd.status)
+            #expect(fair.contains(again.status) && again.status != 415, "\(again.text.prefix(200))")
         }
     }
 

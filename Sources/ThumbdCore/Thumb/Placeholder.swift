@@ -1,19 +1,35 @@
 import Support
 
-/// The body served instead of JSON when a request says `fallback=placeholder`: a tile with
-/// a light border and a cross, so an `<img>` shows a broken-tile mark. Of the asked size
-/// when `w` or `h` is given (`w` alone: square): an SVG of a few hundred bytes whatever the
-/// size, so asking for a large one costs nothing; else the 64×64 PNG below.
+/// The body served instead of JSON when a request says `fallback=placeholder`: a light tile
+/// with a border, so an `<img>` shows a broken-tile mark. Of the asked size when `w` or `h`
+/// is given (`w` alone: square, `dpr` applied): an SVG of a few hundred bytes when the
+/// client's `Accept` lists `image/svg+xml` (a browser's does), else a PNG any image decoder
+/// draws (`PlaceholderPNG`: small and cheap at any size). With no size, the 64×64 PNG below.
 struct Placeholder: Sendable {
     var width: Int?
     var height: Int?
+    /// The client's `Accept` lists `image/svg+xml`.
+    var takesSVG = false
 
-    var isSVG: Bool { width != nil || height != nil }
+    var isSized: Bool { width != nil || height != nil }
+    var isSVG: Bool { isSized && takesSVG }
     var contentType: String { isSVG ? "image/svg+xml" : "image/png" }
 
+    /// Whether `accept` names `image/svg+xml` with a q-value above 0.
+    static func takesSVG(_ accept: String?) -> Bool {
+        guard let accept else { return false }
+        return accept.lowercased().split(separator: ",").contains { part in
+            let fields = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard fields.first == "image/svg+xml" else { return false }
+            let q = fields.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            return q > 0
+        }
+    }
+
     var body: Bytes {
-        guard isSVG else { return Self.png }
+        guard isSized else { return Self.png }
         let w = width ?? height ?? 64, h = height ?? width ?? 64
+        guard takesSVG else { return PlaceholderPNG.make(width: w, height: h) }
         let inset = max(1, min(w, h) / 16)
         let svg = """
             <svg xmlns="http://www.w3.org/2000/svg" width="\(w)" height="\(h)" viewBox="0 0 \(w) \(h)">\

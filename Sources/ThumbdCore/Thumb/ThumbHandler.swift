@@ -127,6 +127,8 @@ struct ThumbHandler: Sendable {
             headers.append(("X-Content-Type-Options", "nosniff"))
             // An SVG opened by itself is a document: this one has no script, and may load nothing.
             if placeholder.isSVG { headers.append(("Content-Security-Policy", "default-src 'none'")) }
+            // A sized one is an SVG or a PNG by the client's Accept.
+            if placeholder.isSized { headers.append(("Vary", "Accept")) }
             headers.append(("X-Thumbd-Error", error.code.rawValue))
             return Response(status: error.status, headers: headers, body: placeholder.body)
         }
