@@ -43,7 +43,17 @@ def images():
         green = xyz[1] * (255.0 / height)
         return red.bandjoin([green, (red + green) / 2]).cast("uchar").copy(interpretation="srgb")
     small = gradient(1200, 800)
+    # 60 frames of 640x640 (24.6 million pixels in all, under maxSourcePixels): kept
+    # animated, each decoded whole; and 5000 frames of 16x16 (more than maxFrames).
+    def frames(width, height, count):
+        image = pyvips.Image.arrayjoin([gradient(width, height).linear(1, i % 64).cast("uchar") for i in range(count)],
+                                       across=1).copy(interpretation="srgb")
+        image.set_type(pyvips.GValue.gint_type, "page-height", height)
+        image.set_type(pyvips.GValue.array_int_type, "delay", [40] * count)
+        return image.gifsave_buffer()
     return {
+        "frames.gif": frames(640, 640, 60),
+        "many.gif": frames(16, 16, 5000),
         "needle.png": gradient(1, 20000).pngsave_buffer(),
         "max.png": gradient(7070, 7070).pngsave_buffer(compression=9),
         "tiny.png": gradient(8, 8).pngsave_buffer(),
@@ -133,7 +143,27 @@ def under_attack(daemon, run, attack=True):
     }
 
 
-def memory(binary, origin, work, name, extra=None):
+def hostile_targets(daemon):
+    """The hostile set: a needle, 50 distinct 7070x7070 PNGs, ten 16-MP AVIFs."""
+    targets = [path(daemon, "needle.png", "n", "&w=256&h=256")]
+    targets += [path(daemon, "max.png", "m-%d" % i, "&w=256") for i in range(50)]
+    targets += [path(daemon, "max.png", "m-0", "&w=%d&h=%d&format=avif" % (4000 - i, 4000 - i)) for i in range(10)]
+    return targets
+
+
+def option_targets(daemon):
+    """The processing options at their most costly: 20 distinct 60-frame 640x640 animations
+    kept animated, 20 distinct 5000-frame GIFs, 20 of the largest blur allowed on a 900x900
+    output of a 7070x7070 PNG, 20 crops far outside it, 20 of the largest sharpen."""
+    targets = [path(daemon, "frames.gif", "f-%d" % i, "&w=256&format=webp") for i in range(20)]
+    targets += [path(daemon, "many.gif", "g-%d" % i, "&w=16&format=webp") for i in range(20)]
+    targets += [path(daemon, "max.png", "m-0", "&w=900&h=900&blur=%d" % (100 - i)) for i in range(20)]
+    targets += [path(daemon, "max.png", "m-0", "&crop=%d,9000000,10,10" % i) for i in range(20)]
+    targets += [path(daemon, "max.png", "m-0", "&w=900&h=900&sharpen=%d" % (100 - i)) for i in range(20)]
+    return targets
+
+
+def memory(binary, origin, work, name, extra=None, targets_of=hostile_targets):
     """Scenario 2 on a fresh daemon; returns (baseline MB, peak MB, seconds, statuses)."""
     daemon = Thumbd(binary, origin, work, name=name, extra=extra)
     try:
@@ -141,9 +171,7 @@ def memory(binary, origin, work, name, extra=None):
         asyncio.run(get(port, path(daemon, "tiny.png", "warm", "&w=4")))
         time.sleep(0.5)
         baseline = proc_status(daemon.pids)[1]
-        targets = [path(daemon, "needle.png", "n", "&w=256&h=256")]
-        targets += [path(daemon, "max.png", "m-%d" % i, "&w=256") for i in range(50)]
-        targets += [path(daemon, "max.png", "m-0", "&w=%d&h=%d&format=avif" % (4000 - i, 4000 - i)) for i in range(10)]
+        targets = targets_of(daemon)
 
         async def all_at_once():
             return await asyncio.gather(*(get(port, t) for t in targets), return_exceptions=True)
@@ -200,14 +228,20 @@ def main():
                 rows.append((scene, "small misses / not 200; hits (all rounds)", label, "%d / %d; %d" % (
                     sum(f["misses"] for f in figures), sum(f["miss errors"] for f in figures),
                     sum(f["hits"] for f in figures))))
-            for setting, extra in (("shipped settings", None),
-                                   ("thumbnails.maxAvifPixels=16000000 (changed)",
-                                    {"THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "16000000"})):
-                if (label == "before" and extra) or args.only == "attack":
-                    continue  # the key does not exist there; or only the attack was asked
+            for setting, extra, targets_of in (
+                    ("shipped settings", None, hostile_targets),
+                    ("thumbnails.maxAvifPixels=16000000 (changed)", {"THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "16000000"},
+                     hostile_targets),
+                    ("processing options", None, option_targets)):
+                if (label == "before" and (extra or targets_of is option_targets)) or args.only == "attack":
+                    continue  # the key or the options do not exist there; or only the attack was asked
                 print("benchhostile: %s, memory, %s" % (label, setting), file=sys.stderr)
-                baseline, peak, took, statuses = memory(binary, origin, work, "%s-mem-%d" % (label, len(rows)), extra)
-                scene = "hostile set at once: 1x20000 PNG at 256, 50 distinct 7070x7070 PNGs, ten 16-MP AVIF; " + setting
+                baseline, peak, took, statuses = memory(binary, origin, work, "%s-mem-%d" % (label, len(rows)), extra,
+                                                        targets_of)
+                scene = ("hostile set at once: 1x20000 PNG at 256, 50 distinct 7070x7070 PNGs, ten 16-MP AVIF; " + setting
+                         if targets_of is hostile_targets else
+                         "options at once: 20 x 60-frame 640x640 GIF kept animated, 20 x 5000-frame GIF, 20 x blur<=100 "
+                         "and 20 x sharpen<=100 at 900x900 of a 7070x7070 PNG, 20 crops far outside it")
                 rows.append((scene, "baseline RSS MB", label, baseline))
                 rows.append((scene, "peak RSS MB (VmHWM)", label, peak))
                 rows.append((scene, "peak - baseline MB (bound: 1.5 x maxMemoryBytes = %d)" % (1.5 * MAX_MEMORY_BYTES / (1 << 20)),

@@ -50,6 +50,32 @@ def photo(width, height):
     return image.jpegsave_buffer(Q=90)
 
 
+def animation(width, height, frames):
+    """An animated GIF of photo-like frames (gradients and noise, each frame shifted), 80 ms
+    each: it compresses like a real one, not like flat colour."""
+    xyz = pyvips.Image.xyz(width, height)
+    pages = []
+    for i in range(frames):
+        red = (xyz[0] + i * 7) * (255.0 / (width + frames * 7))
+        green = xyz[1] * (255.0 / height)
+        blue = pyvips.Image.gaussnoise(width, height, sigma=30, mean=128)
+        pages.append(red.bandjoin([green, blue]).cast("uchar"))
+    image = pyvips.Image.arrayjoin(pages, across=1).copy(interpretation="srgb")
+    image.set_type(pyvips.GValue.gint_type, "page-height", height)
+    image.set_type(pyvips.GValue.array_int_type, "delay", [80] * frames)
+    image.set_type(pyvips.GValue.gint_type, "loop", 0)
+    return image.gifsave_buffer()
+
+
+def frames_of(port, path):
+    """The status, frame count and size in bytes of one answer (libvips reads every frame)."""
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as answer:
+        body = answer.read()
+    image = pyvips.Image.new_from_buffer(body, "", n=-1)
+    return image.get("n-pages") if image.get_typeof("n-pages") else 1, len(body)
+
+
 class Thumbor:
     def __init__(self, origin, work, processes):
         self.name = "thumbor x%d" % processes
@@ -63,8 +89,9 @@ class Thumbor:
              "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port, timeout=60)
 
-    def path(self, name, tag, width=WIDTH):
-        return "/unsafe/%dx0/127.0.0.1:%d/file/%s/%s" % (width, self.origin.port, name, tag)
+    def path(self, name, tag, width=WIDTH, filters=""):
+        return "/unsafe/%dx0/%s127.0.0.1:%d/file/%s/%s" % (width, "filters:%s/" % filters if filters else "",
+                                                           self.origin.port, name, tag)
 
     @property
     def pids(self):
@@ -191,12 +218,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--thumbd", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-options", action="store_true", help="leave out animation and blur (a release without them)")
     args = parser.parse_args()
     runs = 6 if args.quick else 15
     work = tempfile.mkdtemp(prefix="thumbd-thumbs-")
     files = os.path.join(work, "files")
     os.makedirs(files)
-    images = {"big.jpg": photo(4000, 3000), "small.jpg": photo(1200, 800)}
+    images = {"big.jpg": photo(4000, 3000), "small.jpg": photo(1200, 800), "anim.gif": animation(320, 240, 20)}
     for name, data in images.items():
         with open(os.path.join(files, name), "wb") as f:
             f.write(data)
@@ -210,7 +238,7 @@ def main():
         thumbors = peers[1:]
         print("benchthumbs: origin :%d, thumbd :%d, %s" % (
             origin.port, thumbd.port, ", ".join("%s :%d" % (p.name, p.port) for p in thumbors)), file=sys.stderr)
-        for name, label in (("big.jpg", "4000x3000"), ("small.jpg", "1200x800")):
+        for name, label in (("big.jpg", "4000x3000"), ("small.jpg", "1200x800")):  # anim.gif: below
             data = images[name]
             print("benchthumbs: %s" % label, file=sys.stderr)
             floor = floor_ms(data, runs)
@@ -263,6 +291,27 @@ def main():
             # 50 clients, one new variant.
             for metric, value in one_new_variant(thumbd, origin, name).items():
                 rows.append(("%s, 50 clients ask one new variant (original not cached)" % label, metric, value, "-", None))
+        # Options: an animated source kept animated, and a blurred variant, one at a time,
+        # each request a new original (fetch, decode, every frame, encode) for every server.
+        print("benchthumbs: animation and blur", file=sys.stderr)
+        for title, name, width, ours, theirs in () if args.no_options else (
+                ("animated GIF 320x240, 20 frames, to width 160 (GIF out)", "anim.gif", 160, "&w=160", ""),
+                ("animated GIF 320x240, 20 frames, to width 160 (WebP out)", "anim.gif", 160, "&w=160&format=webp",
+                 "format(webp)"),
+                ("1200x800 JPEG, width 256, gaussian blur sigma 5", "small.jpg", WIDTH, "&w=%d&q=%d&blur=5" % (WIDTH, QUALITY),
+                 "blur(15,5)")):
+            count = 4 if args.quick else 8
+            mine = sequential_ms(thumbd.port, [thumbd_path(thumbd, name, "opt-%d-%s" % (i, width), ours + "&q=%d" % (60 + i))
+                                               for i in range(count)])
+            frames, size = frames_of(thumbd.port, thumbd_path(thumbd, name, "opt-0-%s" % width, ours + "&q=60"))
+            for peer in thumbors:
+                other = sequential_ms(peer.port, [peer.path(name, "opt-%d-%s-%s" % (i, width, theirs), width, theirs)
+                                                  for i in range(count)])
+                rows.append(("%s, new original each (median of %d)" % (title, count), "median ms", mine, peer.name, other))
+            peer_frames, peer_size = frames_of(thumbors[0].port, thumbors[0].path(name, "opt-0-%s-%s" % (width, theirs),
+                                                                                  width, theirs))
+            rows.append((title, "frames in the answer", frames, thumbors[0].name, peer_frames))
+            rows.append((title, "bytes of the answer", size, thumbors[0].name, peer_size))
         # Memory through a burst of distinct big-image thumbnails.
         print("benchthumbs: memory", file=sys.stderr)
         peak = [0.0]

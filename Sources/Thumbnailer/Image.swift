@@ -212,6 +212,8 @@ public struct ThumbnailSpec: Sendable, Equatable {
     public var rotate: Int
     /// A progressive JPEG, an interlaced PNG.
     public var progressive: Bool
+    /// An animation stays animated when `format` can animate (false: its first frame).
+    public var animated = true
 
     public init(width: Int?, height: Int?, fit: Fit = .cover, gravity: Gravity = .center, format: ImageFormat, quality: Int,
                 crop: Region? = nil, background: Color? = nil, blur: Double? = nil, sharpen: Double? = nil, rotate: Int = 0,

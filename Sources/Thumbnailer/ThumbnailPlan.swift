@@ -106,7 +106,7 @@ public struct ThumbnailPlan: Sendable, Equatable {
     public static let sigmas = 0.3...100.0
 
     public init(source: ImageHeader, spec: ThumbnailSpec, limits: Limits) throws(ThumbnailerError) {
-        let frames = spec.format.canAnimate && limits.animates(source) ? source.pages : 1
+        let frames = spec.animated && spec.format.canAnimate && limits.animates(source) ? source.pages : 1
         guard source.pixels * frames <= limits.maxSourcePixels else {
             throw .tooManyPixels(width: source.width, height: source.height, limit: limits.maxSourcePixels)
         }

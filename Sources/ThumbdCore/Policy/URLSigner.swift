@@ -9,7 +9,7 @@ import Support
 /// out to the signers before the old one is retired.
 ///
 /// The canonical form covers what decides the work thumbd does and the image it serves:
-/// the `url` and the thumbnail parameters (`w`, `h`, `fit`, `gravity`, `format`, `q`),
+/// the `url` and the thumbnail parameters (`ThumbnailParameters.names`, `preset` included),
 /// those present and not empty, sorted by name, each `name=value` with the value
 /// percent-encoded (RFC 3986 unreserved characters kept), joined by `&`. `priority`,
 /// `fallback` and anything else are not signed. `sig` is that HMAC in base64url without

@@ -47,8 +47,9 @@ enum Previews {
     /// `wanted`) exactly once.
     static func make(from image: CachedObject, _ variants: VariantSource, wanted: @escaping @Sendable () -> Bool = { true },
                      done: @escaping @Sendable (String?) -> Void) {
-        let spec = ThumbnailSpec(width: Thumbnailer.previewBox, height: Thumbnailer.previewBox, fit: .inside, format: .webp,
+        var spec = ThumbnailSpec(width: Thumbnailer.previewBox, height: Thumbnailer.previewBox, fit: .inside, format: .webp,
                                  quality: Thumbnailer.previewQuality)
+        spec.animated = false  // a preview is a still, a few hundred bytes
         let thumbnailer = variants.thumbnailer
         guard let plan = try? thumbnailer.plan(thumbnailer.header(of: image.body), spec) else { return done(nil) }
         let once = Atomic<Bool>(false)
