@@ -68,12 +68,13 @@ def animation(width, height, frames):
 
 
 def frames_of(port, path):
-    """The status, frame count and size in bytes of one answer (libvips reads every frame)."""
+    """The frame count, size in bytes and width of one answer (libvips reads every frame)."""
     import urllib.request
     with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as answer:
         body = answer.read()
-    image = pyvips.Image.new_from_buffer(body, "", n=-1)
-    return image.get("n-pages") if image.get_typeof("n-pages") else 1, len(body)
+    animated = body[:3] == b"GIF" or (body[:4] == b"RIFF" and body[8:12] == b"WEBP")
+    image = pyvips.Image.new_from_buffer(body, "", n=-1) if animated else pyvips.Image.new_from_buffer(body, "")
+    return image.get("n-pages") if image.get_typeof("n-pages") else 1, len(body), image.width
 
 
 class Thumbor:
@@ -303,15 +304,16 @@ def main():
             count = 4 if args.quick else 8
             mine = sequential_ms(thumbd.port, [thumbd_path(thumbd, name, "opt-%d-%s" % (i, width), ours + "&q=%d" % (60 + i))
                                                for i in range(count)])
-            frames, size = frames_of(thumbd.port, thumbd_path(thumbd, name, "opt-0-%s" % width, ours + "&q=60"))
+            frames, size, made = frames_of(thumbd.port, thumbd_path(thumbd, name, "opt-0-%s" % width, ours + "&q=60"))
             for peer in thumbors:
                 other = sequential_ms(peer.port, [peer.path(name, "opt-%d-%s-%s" % (i, width, theirs), width, theirs)
                                                   for i in range(count)])
                 rows.append(("%s, new original each (median of %d)" % (title, count), "median ms", mine, peer.name, other))
-            peer_frames, peer_size = frames_of(thumbors[0].port, thumbors[0].path(name, "opt-0-%s-%s" % (width, theirs),
+            peer_frames, peer_size, peer_made = frames_of(thumbors[0].port, thumbors[0].path(name, "opt-0-%s-%s" % (width, theirs),
                                                                                   width, theirs))
             rows.append((title, "frames in the answer", frames, thumbors[0].name, peer_frames))
             rows.append((title, "bytes of the answer", size, thumbors[0].name, peer_size))
+            rows.append((title, "width of the answer", made, thumbors[0].name, peer_made))
         # Memory through a burst of distinct big-image thumbnails.
         print("benchthumbs: memory", file=sys.stderr)
         peak = [0.0]

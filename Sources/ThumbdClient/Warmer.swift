@@ -47,46 +47,21 @@ public struct Warmer {
 
     public func run(urls: [String]) throws -> Report {
         guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        let request = BatchBody(items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
-                                priority: priority, parameters: thumbnail)
-        let body = try JSONEncoder().encode(request)
-        let post = try DaemonConnection(base: server)
-        let head = try post.send("POST", "/batches", headers: ["Content-Type": "application/json"], body: Array(body))
-        let answer = try? JSONDecoder().decode(BatchAnswer.self, from: Data(try post.body()))
-        guard head.status == 201, let events = answer?.events else {
-            throw DaemonClientError("thumbd refused the batch (\(head.status)): \(answer?.message ?? "no message")")
-        }
+        let batch = try BatchSession.open(server: server, items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
+                                          parameters: thumbnail, priority: priority)
         var report = Report(total: urls.count)
         let started = Date()
-        var lastEventID: String?
         var ended = false
         var lastDraw = Date.distantPast
-        for attempt in 0..<5 where !ended {
-            if attempt > 0 { Thread.sleep(forTimeInterval: 0.5 * Double(attempt)) }
-            let stream: DaemonConnection
-            do {
-                stream = try DaemonConnection(base: server, timeoutSeconds: 120)
-                var headers = ["Accept": "text/event-stream"]
-                if let lastEventID { headers["Last-Event-ID"] = lastEventID }
-                let streamHead = try stream.send("GET", events, headers: headers)
-                guard streamHead.status == 200 else { throw DaemonClientError("event stream answered \(streamHead.status)") }
-            } catch {
-                continue
-            }
-            var parser = EventStreamParser()
-            while !ended, let chunk = try? stream.nextChunk() {
-                parser.feed(chunk)
-                for event in parser.takeEvents() {
-                    lastEventID = event.lastEventID
-                    ended = apply(event, to: &report) || ended
-                }
-                if !json, interactive || Date().timeIntervalSince(lastDraw) > 2 {
-                    if Date().timeIntervalSince(lastDraw) > 0.1 || ended {
-                        draw(report, started: started, final: ended)
-                        lastDraw = Date()
-                    }
+        try batch.follow { event in
+            ended = apply(event, to: &report) || ended
+            if !json, interactive || Date().timeIntervalSince(lastDraw) > 2 {
+                if Date().timeIntervalSince(lastDraw) > 0.1 || ended {
+                    draw(report, started: started, final: ended)
+                    lastDraw = Date()
                 }
             }
+            return true
         }
         guard ended else { throw DaemonClientError("the event stream ended before the batch did") }
         if !json {
@@ -94,37 +69,6 @@ public struct Warmer {
             if interactive { progress("\n") }
         }
         return report
-    }
-
-    /// `{"items": [...], "priority": …}` and each thumbnail parameter as a string (the
-    /// daemon reads `"w": "64"` as `"w": 64`).
-    private struct BatchBody: Encodable {
-        struct Item: Encodable { var url: String; var id: String; var sig: String? }
-        var items: [Item]
-        var priority: String?
-        var parameters: [String: String]
-
-        private struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: Key.self)
-            try container.encode(items, forKey: Key(stringValue: "items"))
-            try container.encodeIfPresent(priority, forKey: Key(stringValue: "priority"))
-            for (name, value) in parameters.sorted(by: { $0.key < $1.key }) {
-                try container.encode(value, forKey: Key(stringValue: name))
-            }
-        }
-    }
-
-    /// The 201 (`events`) or an error (`message`).
-    private struct BatchAnswer: Decodable {
-        var events: String?
-        var message: String?
     }
 
     /// Updates the report from one event; true at `end`. The event's data stays an untyped

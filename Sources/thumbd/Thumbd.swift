@@ -13,7 +13,7 @@ struct ThumbdCommand: AsyncParsableCommand {
         commandName: "thumbd",
         abstract: "A local caching proxy for images.",
         version: BuildInfo.text,
-        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self],
+        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self, Check.self, Health.self],
         defaultSubcommand: Serve.self)
 
     /// As ArgumentParser's, but a `Failure` (a start-up failure that is not a usage error)
@@ -42,9 +42,12 @@ struct Serve: AsyncParsableCommand {
             Settings come from the file (--config; else config/thumbd.yaml in the working directory, \
             else /etc/thumbd/thumbd.yaml, when present), then THUMBD_* environment variables \
             (THUMBD_UPSTREAM_MAX_PER_HOST for upstream.maxPerHost), then these flags. An unknown key \
-            or THUMBD_* variable refuses the start. Exit status: 0 after SIGINT or SIGTERM, 78 for a \
+            in the file, or a THUMBD_* variable within 3 edits of a setting's, refuses the start; \
+            other THUMBD_* variables (Kubernetes's THUMBD_SERVICE_HOST, …) are logged and ignored. Exit status: 0 after SIGINT or SIGTERM, 78 for a \
             setting that is wrong, 1 when the daemon cannot start (the port is taken, the cache file \
-            cannot be written or is held by another thumbd). SIGHUP reopens log.file.
+            cannot be written or is held by another thumbd). SIGHUP reopens log.file and reloads the \
+            settings: signing.keys and log.level change live, the rest is logged as needing a \
+            restart; a file that does not load keeps the running settings. SIGUSR1 reopens log.file alone.
             """)
 
     @Option(help: "A YAML or JSON settings file.")
@@ -80,22 +83,33 @@ struct Serve: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             throw Failure(error.description, exitCode: 78)
         }
-        LoggingSystem.bootstrap { label in output.handler(label: label, level: settings.log.level) }
+        output.level = settings.log.level
+        LoggingSystem.bootstrap { label in output.handler(label: label) }
         let logger = Logger(label: "thumbd")
         logger.info("config", metadata: ["config.file": "\(file.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "none: the built-in defaults")"])
+        if !settings.ignoredVariables.isEmpty {
+            // Names only: a value may be a secret.
+            logger.notice("config.ignored: THUMBD_ variables that name no setting", metadata: [
+                "variables": "\(settings.ignoredVariables.joined(separator: ","))",
+            ])
+        }
         signal(SIGPIPE, SIG_IGN)
-        // SIGHUP reopens log.file (logrotate moved it) instead of ending the daemon.
+        // SIGUSR1 reopens log.file (logrotate moved it), as nginx's; SIGHUP also reads the
+        // settings again and applies what can change live (below, once the daemon runs).
         signal(SIGHUP, SIG_IGN)
-        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "thumbd.sighup"))
-        hangup.setEventHandler {
+        signal(SIGUSR1, SIG_IGN)
+        let signals = DispatchQueue(label: "thumbd.signals")
+        let reopen: @Sendable () -> Void = {
             if let failure = output.reopen() {
                 logger.error("log.reopen failed; still writing to the old file", metadata: ["error": "\(failure)"])
             } else {
                 logger.notice("log.reopened", metadata: ["log.file": "\(settings.log.file ?? "standard error")"])
             }
         }
-        hangup.resume()
-        defer { hangup.cancel() }
+        let user1 = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: signals)
+        user1.setEventHandler(handler: reopen)
+        user1.resume()
+        defer { user1.cancel() }
         ProcessLimits.raiseOpenFiles()  // every open event stream is a socket
         let daemon = Thumbd(configuration: settings, logger: logger)
         do {
@@ -105,6 +119,25 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw Failure("\(error)", exitCode: 1)
         }
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: signals)
+        hangup.setEventHandler { [overrides] in
+            reopen()
+            Task {
+                do {
+                    let reloaded = try await ThumbdConfiguration.load(file: file, overrides: overrides)
+                    let report = daemon.reload(reloaded) { output.level = $0 }
+                    logger.notice("config.reloaded", metadata: [
+                        "config.file": "\(file ?? "none")",
+                        "applied": "\(report.applied.isEmpty ? "-" : report.applied.joined(separator: ","))",
+                        "restart.needed": "\(report.needRestart.isEmpty ? "-" : report.needRestart.joined(separator: ","))",
+                    ])
+                } catch {
+                    logger.error("config.reload refused; the running settings stay", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        hangup.resume()
+        defer { hangup.cancel() }
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
         // The daemon's parts, one service each, in one group: SIGTERM or SIGINT starts the

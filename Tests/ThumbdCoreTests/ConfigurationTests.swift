@@ -229,6 +229,31 @@ struct ConfigurationTests {
         #expect(loaded.upstream.maxPerHost == 3)
     }
 
+    @Test("Kubernetes's variables for a Service named thumbd are ignored (and listed); a near miss of a setting's is still refused")
+    func kubernetesVariables() async throws {
+        // What the kubelet sets in every pod of a namespace with `Service thumbd` (port 8080,
+        // named http), as docs/concepts/services-networking/service.md lists them.
+        let kubernetes = [
+            "THUMBD_SERVICE_HOST": "10.0.0.11", "THUMBD_SERVICE_PORT": "8080", "THUMBD_SERVICE_PORT_HTTP": "8080",
+            "THUMBD_PORT": "tcp://10.0.0.11:8080", "THUMBD_PORT_8080_TCP": "tcp://10.0.0.11:8080",
+            "THUMBD_PORT_8080_TCP_PROTO": "tcp", "THUMBD_PORT_8080_TCP_PORT": "8080", "THUMBD_PORT_8080_TCP_ADDR": "10.0.0.11",
+            "THUMBD_CMD": "serve",  // a script's own
+        ]
+        var environment = kubernetes
+        environment["THUMBD_UPSTREAM_MAX_PER_HOST"] = "3"
+        let loaded = try await ThumbdConfiguration.load(file: nil, environment: environment)
+        #expect(loaded.upstream.maxPerHost == 3)
+        #expect(loaded.ignoredVariables == kubernetes.keys.sorted())
+        #expect(loaded.server.listen == ThumbdConfiguration().server.listen)  // THUMBD_PORT is not server.listen
+        for typo in ["THUMBD_UPSTREAM_MAXPERHOST", "THUMBD_SERVER_LISTN", "THUMBD_LOG_LEVEL_", "THUMBD_STORE_PAHT"] {
+            var mistaken = kubernetes
+            mistaken[typo] = "1"
+            await #expect(throws: ConfigurationError.self, "\(typo)") {
+                _ = try await ThumbdConfiguration.load(file: nil, environment: mistaken)
+            }
+        }
+    }
+
     @Test("log.level, log.format and log.file are read and checked")
     func logSettings() async throws {
         let loaded = try await ThumbdConfiguration.load(

@@ -96,10 +96,12 @@ struct HostileImageTests {
                 }
                 return try connections.map { try $0.read() }
             }
-            let busy = results.filter { $0.status == 503 }
-            #expect(!busy.isEmpty && busy.count < 4, "\(results.map(\.status))")
-            #expect(busy.allSatisfy { $0.errorCode == "busy" && $0[header: "Retry-After"] == "1" })
-            #expect(results.allSatisfy { $0.status == 200 || $0.status == 503 })
+            // The one that took the worker is made, or (on a loaded machine) answered at its
+            // time limit; the others are refused at once.
+            let busy = results.filter { $0.errorCode == "busy" }
+            #expect(!busy.isEmpty && busy.count < 4, "\(results.map { "\($0.status) \($0.errorCode ?? "")" })")
+            #expect(busy.allSatisfy { $0.status == 503 && $0[header: "Retry-After"] == "1" })
+            #expect(results.allSatisfy { $0.status == 200 || $0.errorCode == "busy" || $0.errorCode == "resize_timeout" })
         }
     }
 

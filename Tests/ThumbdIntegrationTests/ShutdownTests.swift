@@ -45,7 +45,9 @@ struct ShutdownTests {
 
     @Test("while it stops, a new client is answered 503 shutting_down at once, and the stop completes")
     func newClientDuringShutdown() async throws {
-        try await withOriginAndDaemon({ $0.server.shutdownGraceSeconds = 3 }) { origin, daemon in
+        // The grace period is the window in which a new client must be seen answered: long
+        // enough that a loaded machine's late threads still land in it.
+        try await withOriginAndDaemon({ $0.server.shutdownGraceSeconds = 10 }) { origin, daemon in
             let waiting = try RawConnection(port: daemon.port)
             try waiting.send("GET", origin.thumb("/gate/stopping"))
             #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })

@@ -40,17 +40,31 @@ enum SettingNames {
         }.joined(separator: "_")
     }
 
-    /// Refuses a variable that starts with `THUMBD_` and is no setting's.
-    static func checkEnvironment(_ environment: [String: String]) throws(ConfigurationError) {
+    /// Refuses a `THUMBD_` variable that is no setting's but a near miss of one (within
+    /// `nearMiss` edits: a typo that would leave the default silently in force); returns the
+    /// others, which are someone else's and are ignored. Kubernetes gives every pod of a
+    /// namespace with a Service named `thumbd` `THUMBD_PORT=tcp://…`, `THUMBD_SERVICE_HOST`,
+    /// `THUMBD_PORT_8080_TCP_ADDR` and the like; a script may export its own `THUMBD_CMD`.
+    static func checkEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> [String] {
         let variables = known.map(variable)
+        var ignored: [String] = []
         for name in environment.keys.sorted() where name.hasPrefix("THUMBD_") {
             guard !variables.contains(name), !clientVariables.contains(name) else { continue }
-            let near = variables.map { ($0, ParameterNames.distance(name, $0)) }.filter { $1 <= 3 }.min { $0.1 < $1.1 }?.0
+            let near = variables.map { ($0, ParameterNames.distance(name, $0)) }.filter { $1 <= nearMiss }
+                .min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
+            guard let near else {
+                ignored.append(name)
+                continue
+            }
             throw ConfigurationError(
-                key: name, reason: "no setting has this variable" + (near.map { " (did you mean \($0)?)" } ?? "")
-                    + "; each setting's variable is THUMBD_ and its key in capitals, as THUMBD_UPSTREAM_MAX_PER_HOST for upstream.maxPerHost")
+                key: name, reason: "no setting has this variable (did you mean \(near)?); each setting's variable is "
+                    + "THUMBD_ and its key in capitals, as THUMBD_UPSTREAM_MAX_PER_HOST for upstream.maxPerHost")
         }
+        return ignored
     }
+
+    /// The edits within which an unknown variable is taken for a misspelt setting.
+    static let nearMiss = 3
 
     /// Refuses a key of the settings file that is no setting's.
     /// Returns the parsed file (nil when empty).

@@ -14,6 +14,9 @@ package struct ThumbdConfiguration: Sendable {
     package var metrics = MetricsConfiguration()
     package var log = LogConfiguration()
     package var signing = SigningConfiguration()
+    /// `THUMBD_*` variables that name no setting and are no near miss of one: someone
+    /// else's (Kubernetes's service variables), ignored and logged at start.
+    package var ignoredVariables: [String] = []
 
     package init() {}
 
@@ -45,7 +48,7 @@ package struct ThumbdConfiguration: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws -> ThumbdConfiguration {
-        try SettingNames.checkEnvironment(environment)
+        let ignored = try SettingNames.checkEnvironment(environment)
         var providers: [any ConfigProvider] = []
         if !overrides.isEmpty {
             var values: [AbsoluteConfigKey: ConfigValue] = [:]
@@ -77,12 +80,16 @@ package struct ThumbdConfiguration: Sendable {
                     AbsoluteConfigKey(path): ConfigValue(.string(String(decoding: json, as: UTF8.self)), isSecret: false),
                 ]))
             }
-            if file.hasSuffix(".json") {
+            if root == nil {
+                // An empty file (or only comments) sets nothing; the YAML reader refuses one.
+            } else if file.hasSuffix(".json") {
                 providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
             } else {
                 providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
             }
         }
-        return try ThumbdConfiguration(reader: ConfigReader(providers: providers))
+        var configuration = try ThumbdConfiguration(reader: ConfigReader(providers: providers))
+        configuration.ignoredVariables = ignored
+        return configuration
     }
 }

@@ -11,6 +11,9 @@ package final class LogOutput: Sendable {
 
     private let format: Format
     private let path: String?
+    /// `log.level`, read by every handler on every line, so that a reload changes it for all
+    /// (an index into `Logger.Level.allCases`).
+    private let threshold = Atomic<Int>(Logger.Level.allCases.firstIndex(of: .info)!)
     /// The file's descriptor (2 for standard error); replaced on reopen under the lock, so a
     /// line is never written half to the old file.
     private let descriptor: Mutex<Int32>
@@ -67,16 +70,33 @@ package final class LogOutput: Sendable {
         }
     }
 
-    /// A swift-log handler that writes here.
-    package func handler(label: String, level: Logger.Level) -> any LogHandler {
-        Handler(output: self, label: label, logLevel: level)
+    /// The level every handler of this output writes from, unless a logger set its own.
+    package var level: Logger.Level {
+        get { Logger.Level.allCases[threshold.load(ordering: .relaxed)] }
+        set { threshold.store(Logger.Level.allCases.firstIndex(of: newValue)!, ordering: .relaxed) }
+    }
+
+    /// A swift-log handler that writes here, from `level`.
+    package func handler(label: String) -> any LogHandler {
+        Handler(output: self, label: label)
     }
 
     struct Handler: LogHandler {
         let output: LogOutput
         let label: String
-        var logLevel: Logger.Level
+        /// A level a logger set for itself (`logger.logLevel = …`); else the output's.
+        private var own: Logger.Level?
         var metadata: Logger.Metadata = [:]
+
+        init(output: LogOutput, label: String) {
+            self.output = output
+            self.label = label
+        }
+
+        var logLevel: Logger.Level {
+            get { own ?? output.level }
+            set { own = newValue }
+        }
 
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
             get { metadata[key] }

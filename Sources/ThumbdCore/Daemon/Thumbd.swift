@@ -33,6 +33,8 @@ package final class Thumbd: Service, Sendable {
         let stage: ProcessingStage
         let server: HTTPServer
         let variants: VariantSource
+        /// The signer every handler shares: a reload replaces its keys.
+        let signer: URLSigner
         /// `/metrics` on its own address (`metrics.listen`), if configured.
         let metricsServer: HTTPServer?
         /// What stops them, in order (`services(…)`).
@@ -46,12 +48,19 @@ package final class Thumbd: Service, Sendable {
     package init(configuration: ThumbdConfiguration, logger: Logger = Logger(label: "thumbd")) {
         self.configuration = configuration
         self.logger = logger
+        applied = Mutex(configuration)
     }
+
+    /// The settings in force: `configuration` and what reloads have applied since.
+    let applied: Mutex<ThumbdConfiguration>
 
     private var parts: Parts {
         guard case .running(let parts) = phase.withLock({ $0 }) else { preconditionFailure("thumbd is not running") }
         return parts
     }
+
+    /// Gives every holder of the daemon's signer these keys (a reload).
+    func replaceSigningKeys(_ keys: [String]) { parts.signer.replaceKeys(keys) }
 
     /// Between a successful `start()` and `shutdown()`.
     package var isRunning: Bool {
@@ -234,7 +243,7 @@ package final class Thumbd: Service, Sendable {
                                 coalescer: coalescer)
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants, metricsServer: metricsServer, services: services))
+                                  variants: variants, signer: signer, metricsServer: metricsServer, services: services))
         }
         // Batches kept across the restart come back once the server runs: their unfinished
         // items start again, and their streams answer reconnecting clients.

@@ -2,6 +2,7 @@ import Configuration
 import Crypto
 import Foundation
 import Support
+import Synchronization
 
 /// Signed URLs, as imgproxy and thumbor do them: with keys configured, a `/thumb` request
 /// (or a batch item) is served only with `sig`, an HMAC-SHA256 of its canonical form under
@@ -15,18 +16,24 @@ import Support
 /// `fallback` and anything else are not signed. `sig` is that HMAC in base64url without
 /// padding (43 characters).
 package struct URLSigner: Sendable {
-    /// The keys' bytes (a `SymmetricKey` is made per use: it is not `Sendable`).
-    private let keys: [Data]
+    /// The keys, shared by every copy of this signer, so that a reload (SIGHUP) rotates them
+    /// for every holder at once.
+    private let ring: KeyRing
 
     /// The parameters the signature covers.
     package static let signedNames = ["url"] + ThumbnailParameters.names
 
     package init(keys: [String]) {
-        self.keys = keys.map { Data($0.utf8) }
+        ring = KeyRing(keys)
     }
 
     /// Signing is on when at least one key is configured.
-    package var isEnabled: Bool { !keys.isEmpty }
+    package var isEnabled: Bool { ring.isEnabled }
+
+    /// Replaces the keys of this signer and of every copy of it.
+    package func replaceKeys(_ keys: [String]) { ring.replace(keys) }
+
+    private var keys: [Data] { ring.keys }
 
     /// The canonical text of a request whose parameters `value` reads.
     package static func canonical(_ value: (String) -> String?) -> String {
@@ -57,6 +64,26 @@ package struct URLSigner: Sendable {
     static func base64url(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The keys' bytes (a `SymmetricKey` is made per use: it is not `Sendable`), and whether
+    /// there are any, read without the lock on every request.
+    private final class KeyRing: Sendable {
+        private let current: Mutex<[Data]>
+        private let enabled: Atomic<Bool>
+
+        init(_ keys: [String]) {
+            current = Mutex(keys.map { Data($0.utf8) })
+            enabled = Atomic(!keys.isEmpty)
+        }
+
+        var isEnabled: Bool { enabled.load(ordering: .acquiring) }
+        var keys: [Data] { current.withLock { $0 } }
+
+        func replace(_ keys: [String]) {
+            current.withLock { $0 = keys.map { Data($0.utf8) } }
+            enabled.store(!keys.isEmpty, ordering: .releasing)
+        }
     }
 
     static func decodeBase64url(_ text: String) -> Data? {

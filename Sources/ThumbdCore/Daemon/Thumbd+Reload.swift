@@ -1,0 +1,59 @@
+import Foundation
+import Logging
+
+/// SIGHUP's reload: the settings read again, what can change live applied, and the rest
+/// named as needing a restart (as nginx's and Varnish's reloads report).
+extension Thumbd {
+    /// Settings a reload applies while the daemon runs: the signing keys (a key rotated
+    /// without dropping the cache or a connection) and the log level.
+    package static let liveSettings: Set<String> = ["signing.keys", "log.level"]
+
+    package struct Reload: Sendable, Equatable {
+        /// Changed and now in force.
+        package var applied: [String] = []
+        /// Changed in the file or the environment, still the old value until a restart.
+        package var needRestart: [String] = []
+    }
+
+    /// Applies `new`'s live settings (`setLogLevel` is the log output's) and reports every
+    /// setting that differs from the ones in force, by its key (never its value: a key may
+    /// be a secret).
+    package func reload(_ new: ThumbdConfiguration, setLogLevel: (Logger.Level) -> Void) -> Reload {
+        let old = applied.withLock { $0 }
+        let before = Self.flattened(old), after = Self.flattened(new)
+        let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+        var report = Reload()
+        var now = old
+        for key in changed {
+            switch key {
+            case "signing.keys":
+                replaceSigningKeys(new.signing.keys)
+                now.signing = new.signing
+                report.applied.append(key)
+            case "log.level":
+                setLogLevel(new.log.level)
+                now.log.level = new.log.level
+                report.applied.append(key)
+            default:
+                report.needRestart.append(key)
+            }
+        }
+        applied.withLock { $0 = now }
+        return report
+    }
+
+    /// Every setting of `configuration` by its dotted key, as text.
+    static func flattened(_ configuration: ThumbdConfiguration) -> [String: String] {
+        var settings: [String: String] = [:]
+        for section in Mirror(reflecting: configuration).children {
+            guard let name = section.label, name != "ignoredVariables" else { continue }
+            for field in Mirror(reflecting: section.value).children {
+                guard let label = field.label else { continue }
+                let key = name + "." + label
+                let known = SettingNames.known.first { $0.lowercased() == key.lowercased() } ?? key
+                settings[known] = String(reflecting: field.value)
+            }
+        }
+        return settings
+    }
+}
