@@ -9,7 +9,9 @@ daemons this script starts and the test origin the smoke test started:
 4. with signing on, the page's tiles load (the daemon signs their src);
 5. a daemon restarted under an open page: the page says so, reconnects, ends full;
 6. focus: the page does not repeat the screen its POST named, and names a new screen as
-   soon as the user scrolls to it.
+   soon as the user scrolls to it;
+7. /thumbd.js on a page of another origin (one listed in server.allowedOrigins, served on
+   another port): the same grid in a few lines; a page of an origin not listed is refused.
 
 Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
 """
@@ -179,8 +181,68 @@ def focus(browser):
             urllib.request.urlopen("%s/__release/%s" % (origin, gate)).read()
 
 
+FOREIGN_PAGE = """<!doctype html><meta charset="utf-8"><title>my page</title>
+<div id="tiles"></div><p id="said"></p>
+<script type="module">
+  import { createGrid } from "http://127.0.0.1:%(port)d/thumbd.js";
+  const grid = createGrid({ grid: document.querySelector("#tiles"), status: document.querySelector("#said"),
+                            onEnd: (ok) => { document.body.dataset.end = ok ? "ok" : "failed"; } });
+  grid.start(%(urls)s);
+</script>
+"""
+
+
+def foreign_page(port, urls, page_port):
+    """Serves FOREIGN_PAGE on page_port (a plain static server: another origin)."""
+    import http.server
+    import threading
+    body = (FOREIGN_PAGE % {"port": port, "urls": json.dumps(urls)}).encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", page_port), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def module(browser):
+    """/thumbd.js on a page of an allowed origin: its grid fills, a failure marked; not listed: refused"""
+    page_port = free_port()
+    allowed = Daemon("module", env={"THUMBD_SERVER_ALLOWED_ORIGINS": "http://127.0.0.1:%d" % page_port})
+    server = foreign_page(allowed.port, tiles[:4] + ["%s/status/404" % origin], page_port)
+    try:
+        browser.call("Page.navigate", url="http://127.0.0.1:%d/" % page_port)
+        wait(browser, "document.body.dataset.end === 'failed' && [...document.querySelectorAll('.tile')].every(t => t.dataset.state === 'failed' || t.dataset.loaded)")
+        states = browser.evaluate(STATES)
+        check(states == ["done:1"] * 4 + ["failed:"], "states: %s" % states)
+        sizes = browser.evaluate("[...document.querySelectorAll('.frame img')].map(i => i.naturalWidth)")
+        check(len(sizes) == 4 and all(w > 0 for w in sizes), "images: %s" % sizes)
+        check(browser.evaluate("document.querySelector('#said').textContent").startswith("4 done, 1 failed"), "status line")
+        check(browser.evaluate("!!document.getElementById('thumbd-grid-style')"), "the tiles' style was not added")
+    finally:
+        server.shutdown()
+        allowed.stop()
+    # The same page, its origin not in server.allowedOrigins: the module cannot even load.
+    other_port = free_port()
+    server = foreign_page(daemon.port, tiles[:1], other_port)
+    try:
+        browser.call("Page.navigate", url="http://127.0.0.1:%d/" % other_port)
+        time.sleep(1.5)
+        check(browser.evaluate("document.querySelectorAll('.tile').length") == 0, "a page of an origin not listed made tiles")
+    finally:
+        server.shutdown()
+
+
 try:
-    for test in (sizing, broken_after_done, signed, restart, focus):
+    for test in (sizing, broken_after_done, signed, restart, focus, module):
         scenario(test)
 finally:
     daemon.stop()

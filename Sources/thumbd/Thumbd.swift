@@ -46,7 +46,8 @@ struct Serve: AsyncParsableCommand {
             other THUMBD_* variables (Kubernetes's THUMBD_SERVICE_HOST, …) are logged and ignored. Exit status: 0 after SIGINT or SIGTERM, 78 for a \
             setting that is wrong, 1 when the daemon cannot start (the port is taken, the cache file \
             cannot be written or is held by another thumbd). SIGHUP reopens log.file and reloads the \
-            settings: signing.keys and log.level change live, the rest is logged as needing a \
+            settings: signing.keys, log.level and the allowed hosts, origins and destinations change \
+            live, the rest is logged as needing a \
             restart; a file that does not load keeps the running settings. SIGUSR1 reopens log.file alone.
             """)
 

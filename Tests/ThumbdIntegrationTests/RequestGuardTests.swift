@@ -35,6 +35,22 @@ struct RequestGuardTests {
         #expect(try await request(any.port, "/healthz", headers: ["Host": "other.internal"]).status == 200)
     }
 
+    @Test("/thumbd.js is a JavaScript module, with CORS for an origin in server.allowedOrigins only; the page imports it")
+    func clientModule() async throws {
+        try await withOriginAndDaemon({ $0.server.allowedOrigins = ["http://127.0.0.1:9999"] }) { _, daemon in
+            let allowed = try await request(daemon.port, "/thumbd.js", headers: ["Origin": "http://127.0.0.1:9999"])
+            #expect(allowed.status == 200 && allowed[header: "Content-Type"] == "text/javascript; charset=utf-8")
+            #expect(allowed[header: "Access-Control-Allow-Origin"] == "http://127.0.0.1:9999")
+            #expect(allowed.text.contains("export function createGrid("))
+            let other = try await request(daemon.port, "/thumbd.js", headers: ["Origin": "http://attacker.example"])
+            #expect(other.status == 200 && other[header: "Access-Control-Allow-Origin"] == nil)
+            let page = try await request(daemon.port, "/")
+            #expect(page.text.contains("import { createGrid } from \"/thumbd.js\""))
+            #expect(page[header: "Content-Security-Policy"]?.contains("script-src 'self'") == true)
+            #expect(try await request(daemon.port, "/thumbd.js", method: "POST").status == 405)
+        }
+    }
+
     @Test("HTTP/1.1 without Host is 400; HTTP/1.0 without Host is answered")
     func missingHost() async throws {
         let daemon = try TestDaemon()

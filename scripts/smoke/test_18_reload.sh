@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reload without restart, as nginx's: a signing key rotated by SIGHUP while a signed link is
-# in use (the old link refused, the new one served, the cache and the process kept); a
+# Reload without restart, as nginx's: a signing key rotated and a host name allowed by SIGHUP
+# while a signed link is in use (the old link refused, the new one served, the cache and the process kept); a
 # change that needs a restart is named; a file that does not load keeps the running
 # settings; SIGUSR1 reopens the log alone; `thumbd check` and `thumbd health` answer 0, 78
 # and 1 as documented; Kubernetes's THUMBD_* variables are ignored and named at start.
@@ -21,12 +21,15 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 [ "$(code "$old_link")" = 200 ] || fail "the link signed with the running key: $(code "$old_link")"
 [ "$(code "$new_link")" = 403 ] || fail "the link signed with a key not yet loaded"
 
-# Rotate: B signs, A still verifies (both listed), and a change that needs a restart.
-printf 'upstream:\n  allowPrivateNetworks: true\n  maxPerHost: 3\nsigning:\n  keys: [%s, %s]\nlog:\n  file: %s\n  level: debug\n' \
+named() { curl -s -o /dev/null -w '%{http_code}' -H 'Host: thumbd.internal' "$THUMBD/healthz"; }
+[ "$(named)" = 421 ] || fail "a name not allowed yet: $(named)"
+# Rotate: B signs, A still verifies (both listed); a name allowed; a change that needs a restart.
+printf 'server:\n  allowedHosts: [thumbd.internal]\nupstream:\n  allowPrivateNetworks: true\n  maxPerHost: 3\nsigning:\n  keys: [%s, %s]\nlog:\n  file: %s\n  level: debug\n' \
   "$KEY_B" "$KEY_A" "$WORK/log" > "$config"
 kill -HUP "$THUMBD_PID"
 for _ in $(seq 100); do grep -q 'config.reloaded' "$WORK/log" && break; sleep 0.05; done
-grep 'config.reloaded' "$WORK/log" | grep -q 'applied=log.level,signing.keys' || fail "reload: $(grep config.re "$WORK/log")"
+grep 'config.reloaded' "$WORK/log" | grep -q 'applied=log.level,server.allowedHosts,signing.keys' || fail "reload: $(grep config.re "$WORK/log")"
+[ "$(named)" = 200 ] || fail "the name allowed by the reload: $(named)"
 grep 'config.reloaded' "$WORK/log" | grep -q 'restart.needed=upstream.maxPerHost' || fail "reload did not name the restart"
 [ "$(code "$new_link")" = 200 ] || fail "the new key after the reload: $(code "$new_link")"
 [ "$(code "$old_link")" = 200 ] || fail "the old key, still listed"

@@ -21,10 +21,11 @@ package final class DaemonService: Service, Sendable, CustomStringConvertible {
 
     package func run() async throws {
         try? await gracefulShutdown()  // or the group was cancelled: stop all the same
-        // Stopping waits for threads to exit and for SQLite to checkpoint: on a Dispatch
-        // worker, never on the cooperative pool.
+        // Stopping waits for threads to exit and for SQLite to checkpoint: never on the
+        // cooperative pool, nor on the global queue's few threads (a serial queue of its own
+        // gets a thread however busy the process is).
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async { [self] in
+            DispatchQueue(label: "thumbd.stop").async { [self] in
                 stop()
                 done.resume()
             }

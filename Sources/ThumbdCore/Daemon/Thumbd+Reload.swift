@@ -5,8 +5,12 @@ import Logging
 /// named as needing a restart (as nginx's and Varnish's reloads report).
 extension Thumbd {
     /// Settings a reload applies while the daemon runs: the signing keys (a key rotated
-    /// without dropping the cache or a connection) and the log level.
-    package static let liveSettings: Set<String> = ["signing.keys", "log.level"]
+    /// without dropping the cache or a connection), the log level, and which hosts, origins
+    /// and destinations are allowed.
+    package static let liveSettings: Set<String> = [
+        "signing.keys", "log.level", "server.allowedHosts", "server.allowedOrigins", "upstream.allowHosts",
+        "upstream.allowPrivateNetworks",
+    ]
 
     package struct Reload: Sendable, Equatable {
         /// Changed and now in force.
@@ -27,19 +31,34 @@ extension Thumbd {
         for key in changed {
             switch key {
             case "signing.keys":
-                replaceSigningKeys(new.signing.keys)
+                live.signer.replaceKeys(new.signing.keys)
                 now.signing = new.signing
-                report.applied.append(key)
             case "log.level":
                 setLogLevel(new.log.level)
                 now.log.level = new.log.level
-                report.applied.append(key)
+            case "server.allowedHosts", "server.allowedOrigins":
+                live.requestGuard.replace(allowedHosts: new.server.allowedHosts, allowedOrigins: new.server.allowedOrigins)
+                now.server.allowedHosts = new.server.allowedHosts
+                now.server.allowedOrigins = new.server.allowedOrigins
+            case "upstream.allowHosts", "upstream.allowPrivateNetworks":
+                live.policy.replace(allowPrivateNetworks: new.upstream.allowPrivateNetworks, allowHosts: new.upstream.allowHosts)
+                now.upstream.allowHosts = new.upstream.allowHosts
+                now.upstream.allowPrivateNetworks = new.upstream.allowPrivateNetworks
             default:
                 report.needRestart.append(key)
+                continue
             }
+            report.applied.append(key)
         }
         applied.withLock { $0 = now }
         return report
+    }
+
+    /// The parts that hold a live setting, each shared by every holder (its copies see a change).
+    struct LiveParts: Sendable {
+        let signer: URLSigner
+        let policy: DestinationPolicy
+        let requestGuard: RequestGuard
     }
 
     /// Every setting of `configuration` by its dotted key, as text.

@@ -33,8 +33,8 @@ package final class Thumbd: Service, Sendable {
         let stage: ProcessingStage
         let server: HTTPServer
         let variants: VariantSource
-        /// The signer every handler shares: a reload replaces its keys.
-        let signer: URLSigner
+        /// What a reload changes in place (Thumbd+Reload).
+        let live: LiveParts
         /// `/metrics` on its own address (`metrics.listen`), if configured.
         let metricsServer: HTTPServer?
         /// What stops them, in order (`services(…)`).
@@ -59,8 +59,7 @@ package final class Thumbd: Service, Sendable {
         return parts
     }
 
-    /// Gives every holder of the daemon's signer these keys (a reload).
-    func replaceSigningKeys(_ keys: [String]) { parts.signer.replaceKeys(keys) }
+    var live: LiveParts { parts.live }
 
     /// Between a successful `start()` and `shutdown()`.
     package var isRunning: Bool {
@@ -200,6 +199,9 @@ package final class Thumbd: Service, Sendable {
                 storeWriteFailures: store.writeFailures, eventStreams: batches.openStreams, batchesRunning: counts.running,
                 requestsWaiting: serverBox.server?.suspendedConnections ?? 0)
         }
+        let requestGuard = RequestGuard(listenHost: serverConfiguration.listen.host, allowedHosts: configuration.server.allowedHosts,
+                                        allowedOrigins: configuration.server.allowedOrigins)
+        let live = LiveParts(signer: signer, policy: policy, requestGuard: requestGuard)
         let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy, signer: signer),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
                             admin: admin, health: {
@@ -212,9 +214,7 @@ package final class Thumbd: Service, Sendable {
                 return .degraded("cache writes fail since \(failure.since.formatted(.iso8601)): \(failure.reason)")
             }
             return .ok
-        }, requestGuard: RequestGuard(
-            listenHost: serverConfiguration.listen.host,
-            allowedHosts: configuration.server.allowedHosts, allowedOrigins: configuration.server.allowedOrigins),
+        }, requestGuard: requestGuard,
             metricsRoute: configuration.metrics.enabled && metricsListen == nil ? metricsHandler : nil,
             metrics: metrics,
             log: RequestLog(access: configuration.log.access ? Logger(label: "thumbd.access") : nil))
@@ -243,7 +243,7 @@ package final class Thumbd: Service, Sendable {
                                 coalescer: coalescer)
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants, signer: signer, metricsServer: metricsServer, services: services))
+                                  variants: variants, live: live, metricsServer: metricsServer, services: services))
         }
         // Batches kept across the restart come back once the server runs: their unfinished
         // items start again, and their streams answer reconnecting clients.
@@ -276,10 +276,11 @@ package final class Thumbd: Service, Sendable {
     /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
     /// shutdown (or cancellation) stops in order.
     package func run() async throws {
-        // Starting opens files and starts threads, and waits for some: on a Dispatch
-        // worker, not on the cooperative pool, which other tasks of the process need meanwhile.
+        // Starting opens files and starts threads, and waits for some: not on the cooperative
+        // pool, which other tasks need meanwhile, nor on the global queue, whose few threads a
+        // busy process may hold (a serial queue of its own gets a thread whatever the load).
         try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
-            DispatchQueue.global().async { [self] in
+            DispatchQueue(label: "thumbd.start").async { [self] in
                 do {
                     try start()
                     started.resume()

@@ -1,11 +1,36 @@
 import Support
 
 /// `GET /`: paste image URLs, press Fetch, watch the grid fill from the batch's event
-/// stream. One self-contained document: no external scripts, fonts or styles.
-/// `/?urls=<newline-separated>&autostart=1` fills the box and starts at once (tests, links).
+/// stream. The grid is `/thumbd.js` (ClientModule), as any page would use it; nothing comes
+/// from elsewhere. `/?urls=<newline-separated>&autostart=1` fills the box and starts at
+/// once (tests, links); `&cancelOffscreen=1` cancels tiles long off screen.
 enum GridPage {
-    /// The document: its markup and style, then the script (GridPage+Script.swift).
+    /// The document: its markup and style, then the page's own few lines of script.
     static let html = Bytes(Array((markup + script + closing).utf8))
+
+    private static let script = #"""
+import { createGrid } from "/thumbd.js";
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const grid = createGrid({
+  grid: $("grid"), status: $("status"), bar: $("progress"), cancelOffscreen: params.get("cancelOffscreen") === "1",
+  onBatch: () => { $("cancel").disabled = false; },
+  onEnd: () => {
+    $("fetch").disabled = false; $("cancel").disabled = true;
+    if ($("grid").dataset.batch === "ended") document.body.dataset.batch = "ended";
+  },
+});
+function start() {
+  const urls = $("urls").value.split(/\r?\n/).map((s) => s.trim()).filter(Boolean);
+  if (!urls.length) { $("status").textContent = "Paste at least one URL."; return; }
+  $("fetch").disabled = true;
+  grid.start(urls);
+}
+$("fetch").addEventListener("click", start);
+$("cancel").addEventListener("click", () => grid.cancel());
+if (params.get("urls")) $("urls").value = params.get("urls");
+if (params.get("autostart") === "1") start();
+"""#
 
     private static let markup = #"""
 <!doctype html>
@@ -33,27 +58,8 @@ enum GridPage {
   .progress { height:6px; background:#e5e7eb; border-radius:99px; overflow:hidden; margin-bottom:16px; }
   .progress > div { height:100%; width:0; background:var(--accent); }
   .progress.done > div { background:#16a34a; }
-  #grid { display:grid; grid-template-columns:repeat(auto-fill, minmax(140px, 1fr)); gap:12px; }
-  @media (max-width: 480px) { #grid { grid-template-columns:repeat(2, 1fr); gap:8px; } main, header { padding-left:12px; padding-right:12px; } }
-  .tile { background:var(--card); border:1px solid var(--line); border-radius:10px; overflow:hidden; display:flex; flex-direction:column; }
-  .frame { aspect-ratio:1; display:flex; align-items:center; justify-content:center; background:#f0f2f5; position:relative; }
-  .frame img { width:100%; height:100%; object-fit:cover; display:block; }
-  .frame img.preview { image-rendering:auto; opacity:.85; }
-  /* A tile waits for its first bytes behind a spinner (eight steps a turn, paused off
-     screen), then shows its progress as a still fill drawn when bytes come. Every animation
-     is a frame to paint on each tick: with software rendering (no GPU) a grid of spinners
-     and a transition on the bar took the CPU the images needed (the bottom screen came
-     0.1-0.17 s later with them turning while the tiles downloaded). */
-  .spinner { width:28px; height:28px; border:3px solid #d5d9e0; border-top-color:var(--accent); border-radius:50%; }
-  .tile:not(.offscreen) .spinner { animation:spin .8s steps(8) infinite; }
-  @keyframes spin { to { transform:rotate(360deg); } }
-  .wait { width:30px; height:30px; color:#c4c9d2; }
-  .fill { position:absolute; left:0; bottom:0; height:3px; width:0; background:var(--accent); }
-  .pct { position:absolute; bottom:6px; right:8px; font-size:11px; color:var(--muted); }
-  .broken { text-align:center; color:var(--bad); font-size:12px; padding:8px; }
-  .broken svg { width:38px; height:38px; display:block; margin:0 auto 4px; }
-  .cancelled .frame { opacity:.5; }
-  .caption { padding:6px 8px; font-size:11px; color:var(--muted); white-space:nowrap; overflow:hidden; text-overflow:ellipsis; border-top:1px solid var(--line); }
+  @media (max-width: 480px) { main, header { padding-left:12px; padding-right:12px; } }
+  /* The tiles' own look comes with /thumbd.js. */
 </style>
 </head>
 <body>
@@ -68,7 +74,7 @@ enum GridPage {
   <div class="progress" id="progress"><div></div></div>
   <div id="grid"></div>
 </main>
-<script>
+<script type="module">
 """# + "\n"
 
     private static let closing = "\n" + #"""

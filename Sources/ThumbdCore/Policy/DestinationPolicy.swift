@@ -9,13 +9,28 @@ import Upstream
 /// Names are checked here; addresses are checked again on the address curl actually
 /// connected to, on every redirect hop (see `Transfer`).
 package struct DestinationPolicy: Sendable {
-    package var allowPrivateNetworks: Bool
-    package var allowHosts: [String]
+    /// The two rules a reload (SIGHUP) may change, shared by every copy of this policy: the
+    /// handlers' and the transfer loops' connect checks see a change at once.
+    private let rules: Rules
     package var maxURLLength = 4096
 
     package init(allowPrivateNetworks: Bool, allowHosts: [String]) {
-        self.allowPrivateNetworks = allowPrivateNetworks
-        self.allowHosts = allowHosts.map { $0.lowercased() }
+        rules = Rules(allowPrivateNetworks: allowPrivateNetworks, allowHosts: allowHosts.map { $0.lowercased() })
+    }
+
+    package var allowPrivateNetworks: Bool { rules.current.withLock { $0.allowPrivateNetworks } }
+    package var allowHosts: [String] { rules.current.withLock { $0.allowHosts } }
+
+    /// Replaces the rules of this policy and of every copy of it; a URL accepted under the
+    /// old ones is judged again.
+    package func replace(allowPrivateNetworks: Bool, allowHosts: [String]) {
+        rules.current.withLock { $0 = (allowPrivateNetworks, allowHosts.map { $0.lowercased() }) }
+        memo.clear()
+    }
+
+    private final class Rules: Sendable {
+        let current: Mutex<(allowPrivateNetworks: Bool, allowHosts: [String])>
+        init(allowPrivateNetworks: Bool, allowHosts: [String]) { current = Mutex((allowPrivateNetworks, allowHosts)) }
     }
 
     /// A URL that passed validation, normalized (lower-case scheme and host, no default
@@ -26,8 +41,8 @@ package struct DestinationPolicy: Sendable {
     }
 
     /// Validation results for recently seen raw URLs. Parsing with URLComponents (IDNA
-    /// included) was half of the handler's time on a hot hit; the policy is immutable, so
-    /// an accepted URL stays accepted. Bounded: cleared when full.
+    /// included) was half of the handler's time on a hot hit; an accepted URL stays accepted
+    /// until the rules change (`replace`). Bounded: cleared when full.
     private let memo = ValidationMemo()
 
     package func validate(_ raw: String?) throws(ThumbdError) -> Destination {
@@ -131,6 +146,8 @@ final class ValidationMemo: Sendable {
     func lookup(_ raw: String) -> DestinationPolicy.Destination? {
         entries.withLock { $0[raw] }
     }
+
+    func clear() { entries.withLock { $0.removeAll() } }
 
     func store(_ raw: String, _ destination: DestinationPolicy.Destination) {
         entries.withLock { entries in

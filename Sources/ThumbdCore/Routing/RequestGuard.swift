@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Synchronization
 
 /// What a web page in the user's browser must not be able to do through thumbd, checked
 /// before any route runs. thumbd listens on loopback, which every page can reach:
@@ -14,19 +15,43 @@ import HTTPServer
 /// - **CORS** for the allowed origins: preflights are answered, and responses carry
 ///   `Access-Control-Allow-Origin` for them.
 struct RequestGuard: Sendable {
-    /// Lower-case host names (no port, no brackets) requests may name; empty set with
-    /// `anyHost` means any.
-    private let hosts: Set<String>
-    private let anyHost: Bool
-    private let origins: Set<String>
+    /// The names and origins, shared by every copy of this guard: a reload (SIGHUP) replaces them.
+    private let rules: Shared
+    private let listenHost: String
+
+    /// Lower-case host names (no port, no brackets) requests may name; `anyHost` means any.
+    private struct Rules {
+        var hosts: Set<String>
+        var anyHost: Bool
+        var origins: Set<String>
+    }
+
+    private final class Shared: Sendable {
+        let current: Mutex<Rules>
+        init(_ rules: Rules) { current = Mutex(rules) }
+    }
 
     static let loopbackNames = ["localhost", "127.0.0.1", "::1"]
 
     init(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) {
-        anyHost = allowedHosts.contains("*")
-        hosts = Set((Self.loopbackNames + [listenHost] + allowedHosts).map { Self.hostName($0) })
-        origins = Set(allowedOrigins.map { $0.lowercased() })
+        self.listenHost = listenHost
+        rules = Shared(Self.rules(listenHost: listenHost, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins))
     }
+
+    private static func rules(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) -> Rules {
+        Rules(hosts: Set((loopbackNames + [listenHost] + allowedHosts).map { hostName($0) }),
+              anyHost: allowedHosts.contains("*"), origins: Set(allowedOrigins.map { $0.lowercased() }))
+    }
+
+    /// Replaces the allowed names and origins of this guard and of every copy of it.
+    func replace(allowedHosts: [String], allowedOrigins: [String]) {
+        let new = Self.rules(listenHost: listenHost, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+        rules.current.withLock { $0 = new }
+    }
+
+    private var hosts: Set<String> { rules.current.withLock { $0.hosts } }
+    private var anyHost: Bool { rules.current.withLock { $0.anyHost } }
+    private var origins: Set<String> { rules.current.withLock { $0.origins } }
 
     /// The verdict for a request: nil to go on, else the response to send.
     func check(_ request: Request) -> Response? {

@@ -42,8 +42,17 @@ struct Router: HTTPHandler {
             return .response(Response(status: 200, headers: [
                 ("Content-Type", "text/html; charset=utf-8"),
                 ("Cache-Control", "no-cache"),
-                ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"),
+                ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'"),
             ], body: GridPage.html))
+        case "/thumbd.js":
+            // The grid as an ES module, for this daemon's page and for pages of the origins in
+            // server.allowedOrigins (a module crosses origins only with CORS, added above).
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return .response(Response(status: 200, headers: [
+                ("Content-Type", "text/javascript; charset=utf-8"),
+                ("Cache-Control", "no-cache"),
+                ("X-Content-Type-Options", "nosniff"),
+            ], body: ClientModule.body))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return thumb.handle(request, context: context, requestID: id)

@@ -1,98 +1,14 @@
-extension GridPage {
-    /// The page's script: the batch, its event stream, focus on scroll, placeholders and
-    /// the reconnect across a restart.
-    static let script = #"""
-(() => {
-  const $ = (id) => document.getElementById(id);
-  const grid = $("grid"), status = $("status"), bar = $("progress");
-  let source = null, batch = null, tiles = [], totals = {}, observer = null;
-  // `?cancelOffscreen=1`: tiles that left the screen a while ago are cancelled, and taken up
-  // again when they come back (a long list that must not load what the user skipped).
-  const cancelOffscreen = new URLSearchParams(location.search).get("cancelOffscreen") === "1";
-  const brokenIcon = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
-  const glyph = document.createElement("template");
-  glyph.innerHTML = '<svg class="wait" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><circle cx="9" cy="9" r="1.8"/><path d="M21 15l-5-5L5 21"/></svg>';
-  const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
-
-  // What changes in the tiles (a preview, a loaded image, a percentage) is applied together,
-  // at most every 50 ms: each change on its own is a frame for the browser to lay out, paint
-  // and composite, and a grid's events and images come in bursts.
-  let swaps = [], swapping = 0;
-  function paint(swap) {
-    swaps.push(swap);
-    if (!swapping) swapping = setTimeout(() => { swapping = 0; const due = swaps; swaps = []; due.forEach((f) => f()); }, 50);
-  }
-
-  // The status line and the bar are redrawn at most every 100 ms: a grid's events come in
-  // bursts, and a redraw per event costs the browser a layout and a paint each.
-  let drawing = 0;
-  function render() {
-    if (!drawing) drawing = setTimeout(draw, 100);
-  }
-
-  function draw() {
-    clearTimeout(drawing); drawing = 0;
-    const finished = totals.done + totals.failed + totals.cancelled;
-    bar.firstElementChild.style.width = (totals.total ? 100 * finished / totals.total : 0) + "%";
-    status.textContent = `${totals.done} done, ${totals.failed} failed` +
-      (totals.cancelled ? `, ${totals.cancelled} cancelled` : "") + ` of ${totals.total} · ${kb(totals.bytes)}` +
-      (totals.ended ? ` · finished in ${totals.ms} ms` : "");
-  }
-
-  function tile(item) {
-    const el = document.createElement("div");
-    el.className = "tile";
-    el.dataset.state = "queued";
-    el.innerHTML = '<div class="frame"><div class="spinner"></div><span class="fill"></span><span class="pct"></span></div><div class="caption"></div>';
-    el.querySelector(".caption").textContent = fileName(item.url);
-    el.title = item.url;
-    grid.appendChild(el);
-    return el;
-  }
-
-  // A caption names the file (decoded), not the URL: a grid of one origin's images would
-  // all read "https://…" up to where the caption is cut.
-  function fileName(url) {
-    try {
-      const u = new URL(url), last = u.pathname.split("/").filter(Boolean).pop();
-      return last ? decodeURIComponent(last) : u.host;
-    } catch (e) { return url; }
-  }
-
-  // The side asked of thumbd: the tile's laid-out width × devicePixelRatio. When the tiles
-  // grow (a wider window, a rotated phone), loaded tiles are asked again at the new size
-  // (a signed src cannot be changed: its signature covers w and h).
-  let side = 0;
-  const measure = () => Math.round(tiles[0].querySelector(".frame").getBoundingClientRect().width * (window.devicePixelRatio || 1));
-  const resized = (src) => src.replace(/([?&])w=\d+/, `$1w=${side}`).replace(/([?&])h=\d+/, `$1h=${side}`);
-  const sizer = new ResizeObserver(() => {
-    if (!tiles.length || !side) return;
-    const now = measure();
-    if (now <= side * 1.1) return;  // smaller or about the same: the browser scales down
-    side = now; grid.dataset.side = side;
-    for (const el of tiles) {
-      const img = el.querySelector(".frame img:not(.preview)");
-      if (img && el.dataset.src && !el.dataset.src.includes("sig=")) img.src = resized(el.dataset.src);
-    }
-  });
-  sizer.observe(grid);
-
-  function finish(ok) {
-    $("fetch").disabled = false;
-    $("cancel").disabled = true;
-    if (source) { source.close(); source = null; }  // the server closes after "end"; do not reconnect
-    if (observer) { observer.disconnect(); observer = null; }
-    bar.classList.toggle("done", ok);
-  }
-
-  async function start() {
-    const urls = $("urls").value.split(/\r?\n/).map((s) => s.trim()).filter(Boolean);
-    if (!urls.length) { status.textContent = "Paste at least one URL."; return; }
+extension ClientModule {
+    /// The module from `start`: the batch posted, its events painted into the tiles.
+    static let tail = #"""
+  async function start(urls) {
+    urls = (urls || []).map((s) => String(s).trim()).filter(Boolean);
+    if (!urls.length) { say("Give at least one URL."); return; }
     if (source) source.close();
     if (observer) observer.disconnect();
-    grid.innerHTML = ""; bar.classList.remove("done"); batch = null;
+    grid.innerHTML = ""; delete grid.dataset.batch; if (bar) bar.classList.remove("done"); batch = null;
     totals = { total: urls.length, done: 0, failed: 0, cancelled: 0, bytes: 0, ended: false };
-    $("fetch").disabled = true; render();
+    render();
     // The tiles are laid out first: they are asked for at their displayed size ×
     // devicePixelRatio, in the best format this browser takes, with a tiny preview to paint
     // at once; and the ones on screen now are named in the POST, so they come first.
@@ -106,17 +22,17 @@ extension GridPage {
     tiles.forEach((el, i) => el.classList.toggle("offscreen", !onScreen.has(i)));
     let response;
     try {
-      response = await fetch("/batches", { method: "POST", headers: { "Content-Type": "application/json",
+      response = await fetch(server + "/batches", { method: "POST", headers: { "Content-Type": "application/json",
                                                                         "Accept": "image/avif,image/webp,*/*" },
                                            body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })),
                                                                   w: side, h: side, fit: "cover", format: "auto", preview: true, inline: true,
                                                                   focus: [...onScreen], cancelOffscreen }) });
-    } catch (e) { status.textContent = "thumbd is not reachable."; finish(false); return; }
+    } catch (e) { say("thumbd is not reachable."); finish(false); return; }
     const body = await response.json();
-    if (!response.ok) { status.textContent = `Refused: ${body.message || body.error}`; finish(false); return; }
+    if (!response.ok) { say(`Refused: ${body.message || body.error}`); finish(false); return; }
     batch = body.id;
     body.items.forEach((item, i) => { tiles[i].title = item.url; });
-    $("cancel").disabled = false;
+    if (options.onBatch) options.onBatch(batch);
     // As the user scrolls, thumbd hears what is on screen (at most every 100 ms): those
     // tiles go to the head of its queues.
     // Only a screen thumbd has not heard of is sent: the observer's first report repeats the
@@ -127,7 +43,7 @@ extension GridPage {
       const items = [...onScreen].sort((a, b) => a - b);
       if (batch !== sent || totals.ended || items.join() === told) return false;
       told = items.join();
-      fetch(`/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
+      fetch(`${server}/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
                                         body: JSON.stringify({ items }) }).catch(() => {});
       return true;
     };
@@ -144,12 +60,12 @@ extension GridPage {
       }, 100);
     });
     tiles.forEach((el, i) => { el.dataset.index = i; observer.observe(el); });
-    source = new EventSource(body.events);
+    source = new EventSource(server + body.events);
     // The daemon stopping (an upgrade, a restart): EventSource reconnects by itself with
     // Last-Event-ID, and the batch goes on where it was.
-    source.addEventListener("shutdown", () => { status.textContent = "thumbd is restarting: reconnecting…"; });
+    source.addEventListener("shutdown", () => { say("thumbd is restarting: reconnecting…"); });
     source.onerror = () => {
-      if (source && source.readyState === EventSource.CONNECTING) status.textContent = "thumbd is not reachable: reconnecting…";
+      if (source && source.readyState === EventSource.CONNECTING) say("thumbd is not reachable: reconnecting…");
     };
     source.onopen = () => draw();
     source.addEventListener("progress", (e) => {
@@ -201,7 +117,7 @@ extension GridPage {
       };
       el.dataset.src = d.src;
       // A small tile comes inside the event: no request for it (unless the tiles grew since).
-      img.src = side > +grid.dataset.asked && !d.src.includes("sig=") ? resized(d.src) : (d.inline || d.src);
+      img.src = side > +grid.dataset.asked && !d.src.includes("sig=") ? server + resized(d.src) : (d.inline || server + d.src);
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
     });
@@ -224,17 +140,24 @@ extension GridPage {
     source.addEventListener("end", (e) => {
       const d = JSON.parse(e.data);
       totals.ended = true; totals.ms = d.ms; draw();
-      document.body.dataset.batch = "ended";
+      grid.dataset.batch = "ended";
       finish(d.failed === 0 && d.cancelled === 0);
     });
   }
 
-  $("fetch").addEventListener("click", start);
-  $("cancel").addEventListener("click", () => { if (batch) fetch("/batches/" + batch, { method: "DELETE" }); });
+  const close = () => {
+    if (source) { source.close(); source = null; }
+    if (observer) { observer.disconnect(); observer = null; }
+    sizer.disconnect();
+  };
   addEventListener("pagehide", () => { if (source) source.close(); });
-  const params = new URLSearchParams(location.search);
-  if (params.get("urls")) $("urls").value = params.get("urls");
-  if (params.get("autostart") === "1") start();
-})();
+  return {
+    start,
+    // What is still queued or in flight is cancelled; its tiles say so.
+    cancel: () => { if (batch) return fetch(`${server}/batches/${batch}`, { method: "DELETE" }); },
+    close,
+    get batch() { return batch; },
+  };
+}
 """#
 }
