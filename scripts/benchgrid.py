@@ -326,15 +326,17 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
 
 # MARK: The pages
 
-def static_page(template, sources):
+def static_page(template, sources, style):
     """thumbd's page with its grid filled with <img> tiles and its script removed: the same
-    layout, loaded by the browser alone."""
+    layout (the tiles' style, which /thumbd.js adds to the page, written in), loaded by the
+    browser alone."""
+    template = template.replace("</style>", style + "\n</style>", 1)
     head, rest = template.split('<div id="grid">', 1)
     tiles = "".join('<div class="tile" data-index="%d"><div class="frame"><img src="%s" alt="" style="width:100%%;height:100%%;object-fit:cover"></div>'
                     '<div class="caption">%s</div></div>' % (i, src, "photo %d" % i) for i, src in enumerate(sources))
     after = rest.split("</div>", 1)[1]
-    after = after[:after.index("<script>")] + after[after.index("</script>") + len("</script>"):]
-    return head + '<div id="grid">' + tiles + "</div>" + after
+    after = after[:after.index("<script")] + after[after.index("</script>") + len("</script>"):]
+    return head + '<div id="grid" class="thumbd-grid">' + tiles + "</div>" + after
 
 
 def floors(origin, names, rounds):
@@ -429,7 +431,11 @@ def main():
     template_daemon = Thumbd(args.thumbd, work, "template")
     with urllib.request.urlopen(template_daemon.url("/")) as r:
         template = r.read().decode()
+    with urllib.request.urlopen(template_daemon.url("/thumbd.js")) as r:
+        module = r.read().decode()
     template_daemon.stop()
+    # The tiles' style, as the module carries it (a JSON string).
+    style = json.JSONDecoder().raw_decode(module, module.index("const style = ") + len("const style = "))[0]
 
     origin = Origin(photos_dir)
     download, decode = floors(origin, names, args.rounds)
@@ -441,9 +447,9 @@ def main():
     try:
         urls = [origin.url(n) for n in names]
         with open(os.path.join(photos_dir, "direct.html"), "w") as f:
-            f.write(static_page(template, urls))
+            f.write(static_page(template, urls, style))
         with open(os.path.join(photos_dir, "static.html"), "w") as f:
-            f.write(static_page(template, [static.url(i) for i in range(len(names))]))
+            f.write(static_page(template, [static.url(i) for i in range(len(names))], style))
 
         def thumb_page(daemon):
             """A page on the origin (a third party's page using thumbd) whose tiles are /thumb URLs."""
@@ -451,7 +457,7 @@ def main():
                        for u in urls]
             name = "thumb-%d.html" % daemon.port
             with open(os.path.join(photos_dir, name), "w") as f:
-                f.write(static_page(template, sources))
+                f.write(static_page(template, sources, style))
             return origin.url(name)
 
         def run(label, url, scroll=False, paste=None):
