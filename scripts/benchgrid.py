@@ -182,7 +182,8 @@ window.__post = null;  // when thumbd's page posts its batch (the page has loade
 window.__focus = [];   // when it tells thumbd what is on screen (POST /batches/<id>/focus)
 const fetch0 = window.fetch;
 window.fetch = function (url, options) {
-  if (String(url) === '/batches' && window.__post === null) window.__post = performance.now();
+  // Relative (the page before 0.10) or absolute (/thumbd.js posts to its server's URL).
+  if (String(url).endsWith('/batches') && window.__post === null) window.__post = performance.now();
   if (String(url).endsWith('/focus')) window.__focus.push(performance.now());
   return fetch0.apply(this, arguments);
 };
