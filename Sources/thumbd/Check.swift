@@ -13,13 +13,18 @@ struct Check: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
+        let (file, settings) = try await Self.load(config)
+        print("thumbd: the settings load: \(file ?? "no file, the built-in defaults") and the environment")
+        if !settings.ignoredVariables.isEmpty {
+            print("thumbd: ignored (no setting's): \(settings.ignoredVariables.joined(separator: ", "))")
+        }
+    }
+
+    /// The settings `serve` would load with `--config config`; a wrong one exits 78.
+    static func load(_ config: String?) async throws -> (file: String?, settings: ThumbdConfiguration) {
         let file = config ?? ThumbdConfiguration.defaultFile()
         do {
-            let settings = try await ThumbdConfiguration.load(file: file)
-            print("thumbd: the settings load: \(file ?? "no file, the built-in defaults") and the environment")
-            if !settings.ignoredVariables.isEmpty {
-                print("thumbd: ignored (no setting's): \(settings.ignoredVariables.joined(separator: ", "))")
-            }
+            return (file, try await ThumbdConfiguration.load(file: file))
         } catch let error as ConfigurationError {
             throw Failure(error.description, exitCode: 78)
         }
@@ -37,13 +42,7 @@ struct Health: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
-        let file = config ?? ThumbdConfiguration.defaultFile()
-        let settings: ThumbdConfiguration
-        do {
-            settings = try await ThumbdConfiguration.load(file: file)
-        } catch let error as ConfigurationError {
-            throw Failure(error.description, exitCode: 78)
-        }
+        let settings = try await Check.load(config).settings
         let base = "http://" + Self.reachable(settings.server.listen)
         do {
             let connection = try DaemonConnection(base: base, timeoutSeconds: 3)

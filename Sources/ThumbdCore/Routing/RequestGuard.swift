@@ -49,14 +49,18 @@ struct RequestGuard: Sendable {
         rules.current.withLock { $0 = new }
     }
 
-    private var hosts: Set<String> { rules.current.withLock { $0.hosts } }
-    private var anyHost: Bool { rules.current.withLock { $0.anyHost } }
+    /// One lock per question: `allows(host:)` is asked of every request.
+    private func allows(host: String) -> Bool {
+        let name = Self.hostName(host)
+        return rules.current.withLock { $0.anyHost || $0.hosts.contains(name) }
+    }
+
     private var origins: Set<String> { rules.current.withLock { $0.origins } }
 
     /// The verdict for a request: nil to go on, else the response to send.
     func check(_ request: Request) -> Response? {
         guard let host = request.headers["host"] else { return nil }  // HTTP/1.0 (the server refuses 1.1 without)
-        guard anyHost || hosts.contains(Self.hostName(host)) else {
+        guard allows(host: host) else {
             return .error(ThumbdError(.misdirectedRequest, "thumbd does not answer for this host name; add it to server.allowedHosts"))
         }
         let origin = request.headers["origin"]
