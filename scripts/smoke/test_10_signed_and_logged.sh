@@ -31,6 +31,12 @@ curl -s -o /dev/null -H 'X-Request-Id: smoke-req-503' "$link503"
 grep 'fetch.failed' "$WORK/thumbd.err" | grep -q 'request.id=smoke-req-503' \
   || fail "fetch.failed without the request id: $(grep fetch.failed "$WORK/thumbd.err")"
 
+# A request is counted once its answer has gone out (libmicrohttpd's completion callback),
+# which may be a moment after the client read it: asked again for up to 2 s.
+for _ in $(seq 40); do
+  curl -s "$THUMBD/metrics" | grep -q '^thumbd_http_requests_total{route="/thumb",status="200"} 1' && break
+  sleep 0.05
+done
 curl -s "$THUMBD/metrics" | grep -q '^thumbd_http_requests_total{route="/thumb",status="200"} 1' \
   || fail "metrics: $(curl -s "$THUMBD/metrics" | grep requests_total)"
 
