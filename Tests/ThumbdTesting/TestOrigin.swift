@@ -36,9 +36,12 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
 
     deinit { stop() }
 
+    /// Ends the origin and waits for it to exit, so that nothing answers on its port after this
+    /// returns: a test that stops the origin next asks for what only a dead origin gives.
     package func stop() {
         try? stdin.fileHandleForWriting.close()
         if process.isRunning { process.terminate() }
+        process.waitUntilExit()
     }
 
     /// The absolute URL of `path` on this origin.
