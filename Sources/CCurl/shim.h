@@ -103,6 +103,10 @@ static inline int thumbd_curl_epoll_wait(int epfd, int *fds, int *bits, int max,
 
 static const long thumbd_curl_global_all = CURL_GLOBAL_ALL;
 static const long thumbd_curl_prereq_ok = CURL_PREREQFUNC_OK;
+// A write callback's answer that pauses the transfer (curl keeps the bytes it offered), and
+// the call that lets it go on: both are macros Swift cannot see.
+static const size_t thumbd_curl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+static inline CURLcode thumbd_curl_resume(CURL *easy) { return curl_easy_pause(easy, CURLPAUSE_CONT); }
 static const long thumbd_curl_prereq_abort = CURL_PREREQFUNC_ABORT;
 static const long thumbd_curl_http_version_2tls = CURL_HTTP_VERSION_2TLS;
 static const long thumbd_curl_pipe_multiplex = CURLPIPE_MULTIPLEX;

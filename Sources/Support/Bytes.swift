@@ -9,6 +9,8 @@ import Glibc
 /// writes to it after `init`, which is the argument for `@unchecked Sendable`.
 public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertible {  // immutable after init
     private let storage: UnsafeMutableRawPointer
+    /// Kept alive exactly as long as the bytes (what accounts for their memory).
+    private let keeper: AnyObject?
 
     public static let empty = Bytes([])
 
@@ -17,11 +19,13 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
         // (once inlined, a temporary array may be freed as soon as the closure returns).
         storage = bytes.withUnsafeBytes { Self.copy($0) }
         count = bytes.count
+        keeper = nil
     }
 
     public init(copying buffer: UnsafeRawBufferPointer) {
         storage = Self.copy(buffer)
         count = buffer.count
+        keeper = nil
     }
 
     private static func copy(_ buffer: UnsafeRawBufferPointer) -> UnsafeMutableRawPointer {
@@ -32,10 +36,11 @@ public final class Bytes: @unchecked Sendable, Equatable, CustomStringConvertibl
         return memory
     }
 
-    /// Takes over `storage` (from `malloc`), which holds `count` bytes.
-    private init(adopting storage: UnsafeMutableRawPointer, count: Int) {
+    /// Takes over `storage` (from `malloc`), which holds `count` bytes, and `keeper`.
+    private init(adopting storage: UnsafeMutableRawPointer, count: Int, keeper: AnyObject?) {
         self.storage = storage
         self.count = count
+        self.keeper = keeper
     }
 
     private static func allocate(_ count: Int) -> UnsafeMutableRawPointer {
@@ -75,7 +80,7 @@ extension Bytes {
     /// Used by one thread at a time.
     public struct Builder: ~Copyable {
         private var storage: UnsafeMutableRawPointer?
-        private var capacity = 0
+        public private(set) var capacity = 0
         public private(set) var count = 0
 
         public init() {}
@@ -92,9 +97,14 @@ extension Bytes {
 
         public mutating func append(_ piece: UnsafeRawBufferPointer) {
             guard let base = piece.baseAddress, piece.count > 0 else { return }
-            if count + piece.count > capacity { reserve(max(count + piece.count, capacity * 2, 16 * 1024)) }
+            reserve(capacity(appending: piece.count))
             (storage! + count).copyMemory(from: base, byteCount: piece.count)
             count += piece.count
+        }
+
+        /// The room `append` grows to for `more` bytes: the capacity doubles (at least 16 KiB).
+        public func capacity(appending more: Int) -> Int {
+            count + more <= capacity ? capacity : max(count + more, capacity * 2, 16 * 1024)
         }
 
         /// The bytes gathered so far, lent for the call.
@@ -105,11 +115,21 @@ extension Bytes {
         /// The bytes gathered, handed over; the builder is empty again. Room grown past the
         /// body by more than an eighth (a body without a `Content-Length` doubles it) is
         /// given back first: the bytes may stay in the cache's memory for a long time.
-        public mutating func take() -> Bytes {
+        /// `keeper` lives as long as the bytes; `trimmed` is told their room, once taken.
+        public mutating func take(keeper: AnyObject? = nil, trimmed: (Int) -> Void = { _ in }) -> Bytes {
             defer { storage = nil; capacity = 0; count = 0 }
-            guard var memory = storage, count > 0 else { return Bytes([]) }
-            if capacity - count > count / 8, let shrunk = realloc(memory, count) { memory = shrunk }
-            return Bytes(adopting: memory, count: count)
+            guard var memory = storage, count > 0 else {
+                free(storage)  // room reserved for a body that never came
+                trimmed(0)
+                return Bytes([])
+            }
+            var room = capacity
+            if capacity - count > count / 8, let shrunk = realloc(memory, count) {
+                memory = shrunk
+                room = count
+            }
+            trimmed(room)
+            return Bytes(adopting: memory, count: count, keeper: keeper)
         }
     }
 }

@@ -6,8 +6,9 @@ import Support
 /// each decision). A plain value with no
 /// curl and no threads: the transfer loop owns one, and starts or drops what it returns.
 struct Admission<Job: AnyObject> {
-    let maxConcurrent: Int
-    let maxPerHost: Int
+    /// Limits a reload may change: jobs already running keep their slots.
+    var maxConcurrent: Int
+    var maxPerHost: Int
     private let host: (Job) -> String
     private let rank: (Job) -> Int
     /// Waiting jobs, in arrival order.

@@ -8,7 +8,10 @@ import Synchronization
 /// Everything the loop thread owns: the queue, the running transfers, per-host counts.
 final class LoopState: @unchecked Sendable {  // handed to the loop thread once, used only there
     private let multi: MultiHandle
-    private let configuration: TransferLoop.Configuration
+    private var configuration: TransferLoop.Configuration
+    private let budget: DownloadBudget
+    /// The budget's releases when paused transfers were last resumed.
+    private var resumedAt: UInt64 = 0
     private let logger: Logger
     private var admission: Admission<FetchJob>
     private var running: [UnsafeMutableRawPointer: Transfer] = [:]
@@ -18,13 +21,36 @@ final class LoopState: @unchecked Sendable {  // handed to the loop thread once,
 
     func publishLoad() { publish(TransferLoop.Load(running: running.count, queued: admission.queued.count)) }
 
-    init(multi: MultiHandle, configuration: TransferLoop.Configuration, logger: Logger) {
+    init(multi: MultiHandle, configuration: TransferLoop.Configuration, budget: DownloadBudget, logger: Logger) {
         self.multi = multi
         self.configuration = configuration
+        self.budget = budget
         self.logger = logger
-        self.admission = Admission(maxConcurrent: configuration.maxConcurrent,
-                                   maxPerHost: configuration.maxPerHost > 0 ? configuration.maxPerHost : Int.max,
+        self.admission = Admission(maxConcurrent: configuration.maxConcurrent, maxPerHost: Self.perHostCap(configuration),
                                    host: { $0.host }, rank: { $0.urgency.rank })
+    }
+
+    private static func perHostCap(_ configuration: TransferLoop.Configuration) -> Int {
+        configuration.maxPerHost > 0 ? configuration.maxPerHost : Int.max
+    }
+
+    /// New settings (a reload): the limits hold from the next admission, the transfer
+    /// settings for transfers started from now; running ones keep theirs.
+    func apply(_ new: TransferLoop.Configuration) {
+        configuration = new
+        admission.maxConcurrent = new.maxConcurrent
+        admission.maxPerHost = Self.perHostCap(new)
+        multi.setLimits(maxConnectionsPerHost: new.maxConnectionsPerHost, keptConnections: new.maxConcurrent)
+        admit()
+    }
+
+    /// Resumes the transfers paused for memory once the budget has given some back since
+    /// they were last resumed; each pauses again if there is still no room for it.
+    func resumeWaiting() {
+        let releases = budget.releases
+        guard releases != resumedAt, budget.usage.paused > 0 else { return }
+        resumedAt = releases
+        for transfer in running.values where transfer.waitsForMemory { transfer.resume() }
     }
 
     func enqueue(_ job: FetchJob) { admission.enqueue(job) }
@@ -35,7 +61,7 @@ final class LoopState: @unchecked Sendable {  // handed to the loop thread once,
     }
 
     private func start(_ job: FetchJob, isRetry: Bool = false) {
-        let transfer = Transfer(job: job, configuration: configuration, isRetry: isRetry)
+        let transfer = Transfer(job: job, configuration: configuration, budget: budget, isRetry: isRetry)
         let rc = curl_multi_add_handle(multi.handle, transfer.easy)
         precondition(rc == CURLM_OK, "curl_multi_add_handle: \(rc)")
         running[transfer.easy] = transfer

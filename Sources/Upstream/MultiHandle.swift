@@ -17,6 +17,13 @@ final class MultiHandle: @unchecked Sendable {  // loop thread only, but `wakeup
     private let wakeFD: Int32
     /// When curl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)`; nil: no timer.
     private var timerDue: ContinuousClock.Instant?
+    /// Connections open at once to one host, and kept idle for reuse. Set again by a reload:
+    /// curl applies them to the connections it opens or keeps next.
+    func setLimits(maxConnectionsPerHost: Int, keptConnections: Int) {
+        _ = thumbd_curl_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
+        _ = thumbd_curl_multi_setopt_long(handle, CURLMOPT_MAXCONNECTS, keptConnections)
+    }
+
     /// What one wait reports: ready descriptors and curl's CURL_CSELECT_* bits for each.
     private var readyFDs = [Int32](repeating: 0, count: 128)
     private var readyBits = [Int32](repeating: 0, count: 128)
@@ -32,14 +39,13 @@ final class MultiHandle: @unchecked Sendable {  // loop thread only, but `wakeup
                      "epoll_ctl: \(String(cString: strerror(errno)))")
         // HTTP/2 origins: many transfers over one connection.
         _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, thumbd_curl_pipe_multiplex)
-        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
         // Connections kept open for reuse when idle. curl's default is four per transfer
         // still running, so a burst's connections are closed as its last transfers end and
         // the next burst connects (and shakes hands over TLS) all over again: a grid, a
         // pause, the next grid. As many as can run at once (nginx: `keepalive`); curl
         // closes one idle for CURLOPT_MAXAGE_CONN (118 s) and retries a request on a kept
         // connection the origin has closed meanwhile.
-        _ = thumbd_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, keptConnections)
+        setLimits(maxConnectionsPerHost: maxConnectionsPerHost, keptConnections: keptConnections)
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = thumbd_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         _ = thumbd_curl_multi_setopt_socketfn(multi) { _, socket, what, user, socketPointer in

@@ -10,6 +10,11 @@ final class Transfer {
     let job: FetchJob
     private let configuration: TransferLoop.Configuration
     private var body = Bytes.Builder()
+    /// The memory the body holds, charged to the loops' download budget before it grows.
+    private let charge: DownloadCharge
+    /// Paused until the budget has room: the loop resumes it (`resume`).
+    private(set) var waitsForMemory = false
+    private let budget: DownloadBudget
     /// Body bytes received so far.
     var bytesReceived: Int { body.count }
     private var headers = OriginHeaders()
@@ -25,11 +30,13 @@ final class Transfer {
     /// A second attempt, on a new connection (see `TransferLoop`'s retry).
     let isRetry: Bool
 
-    init(job: FetchJob, configuration: TransferLoop.Configuration, isRetry: Bool = false) {
+    init(job: FetchJob, configuration: TransferLoop.Configuration, budget: DownloadBudget, isRetry: Bool = false) {
         guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
         self.easy = easy
         self.job = job
         self.configuration = configuration
+        self.budget = budget
+        self.charge = DownloadCharge(budget: budget)
         self.isRetry = isRetry
         configure()
     }
@@ -42,6 +49,7 @@ final class Transfer {
     }
 
     deinit {
+        if waitsForMemory { budget.paused(-1) }
         curl_easy_cleanup(easy)
         curl_slist_free_all(requestHeaders)  // after the handle that points at it
     }
@@ -132,14 +140,33 @@ final class Transfer {
             return 0
         }
         if let data, count > 0 {
-            if body.count == 0, let length = headers.contentLength, length <= configuration.maxObjectBytes {
-                body.reserve(length)
+            // The room the body will hold once these bytes are in: all of a Content-Length at
+            // once, else the builder's next step. Charged first; no room pauses the transfer.
+            // Never past maxObjectBytes (checked above for the bytes themselves).
+            var room = min(body.capacity(appending: count), configuration.maxObjectBytes)
+            if let length = headers.contentLength, length <= configuration.maxObjectBytes, body.count + count <= length {
+                room = max(body.capacity, length)
             }
+            guard charge.grow(to: room) else {
+                waitsForMemory = true
+                budget.paused(1)
+                return Int(thumbd_curl_writefunc_pause)  // curl keeps these bytes and offers them again
+            }
+            body.reserve(room)
             let bytes = UnsafeRawBufferPointer(start: data, count: count)
             body.append(bytes)
             body.withUnsafeBytes { job.publishBody(bytes, soFar: $0) }
         }
         return count
+    }
+
+    /// Lets a transfer paused for memory go on; curl offers the bytes it kept again (during
+    /// this call or the loop's next turn), and the transfer may pause once more.
+    func resume() {
+        guard waitsForMemory else { return }
+        waitsForMemory = false
+        budget.paused(-1)
+        _ = thumbd_curl_resume(easy)
     }
 
     private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
@@ -252,7 +279,7 @@ final class Transfer {
                 job.publishProgress(FetchProgress(received: Int64(body.count), total: Int64(body.count)))
             }
             return .success(UpstreamResponse(
-                status: 200, body: body.take(), etag: headers.etag,
+                status: 200, body: body.take(keeper: charge, trimmed: { charge.shrink(to: $0) }), etag: headers.etag,
                 lastModified: headers.lastModified, cacheControl: headers.cacheControl,
                 expires: headers.expires, date: headers.date))
         case CURLE_OPERATION_TIMEDOUT:

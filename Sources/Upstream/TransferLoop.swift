@@ -49,6 +49,10 @@ public final class TransferLoop: Sendable {
         public var proxy: String?
         /// Asked before every connect (every hop, every address tried): the caller's policy.
         public var connectCheck = ConnectCheck.anything
+        /// Memory all downloaded bodies may hold together, every loop's: from a body's first
+        /// byte until it is freed (`DownloadBudget`). Past it transfers pause; one at a time
+        /// may go past it by one body (`maxObjectBytes`), so one always moves.
+        public var maxBufferedBytes = 128 << 20
 
         public init() {}
     }
@@ -56,28 +60,37 @@ public final class TransferLoop: Sendable {
     private enum Command {
         case submit(FetchJob)
         case cancel(FetchJob)
+        case apply(Configuration)
         case stop
     }
 
     private let multi: MultiHandle
     private let inbox = Mutex<[Command]>([])
-    /// Jobs submitted and not yet completed (queued + running).
-    private let outstanding = Mutex(0)
-    private let configuration: Configuration
+    /// Jobs submitted and not yet completed (queued + running), and how many may be.
+    private let outstanding = Mutex((count: 0, capacity: 0))
+    private let budget: DownloadBudget
     /// Transfers running and waiting, as of the loop's last turn.
     private let published = Mutex(Load(running: 0, queued: 0))
     private let finished = DispatchSemaphore(value: 0)
     private let running = Mutex(true)
 
-    public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.fetch")) {
+    /// A loop of its own, with a budget of its own (`TransferLoops` gives its loops one).
+    public convenience init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.fetch")) {
+        self.init(configuration: configuration, budget: DownloadBudget(limit: configuration.maxBufferedBytes), logger: logger)
+    }
+
+    init(configuration: Configuration, budget: DownloadBudget, logger: Logger) {
         _ = Curl.initialized
-        self.configuration = configuration
-        self.multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost,
-                                 keptConnections: configuration.maxConcurrent)
-        let state = LoopState(multi: multi, configuration: configuration, logger: logger)
+        self.budget = budget
+        let multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                                keptConnections: configuration.maxConcurrent)
+        self.multi = multi
+        outstanding.withLock { $0.capacity = Self.capacity(configuration) }
+        budget.wake(multi)
+        let state = LoopState(multi: multi, configuration: configuration, budget: budget, logger: logger)
         let thread = Thread { [self] in
             ThreadName.set("thumbd-fetch")
-            state.onFinished = { [self] in outstanding.withLock { $0 -= 1 } }
+            state.onFinished = { [self] in outstanding.withLock { $0.count -= 1 } }
             state.publish = { [self] load in published.withLock { $0 = load } }
             run(state)
             finished.signal()
@@ -88,9 +101,9 @@ public final class TransferLoop: Sendable {
 
     /// Queues `job`. Returns false (and does not queue it) when the queue is full.
     public func submit(_ job: FetchJob) -> Bool {
-        let admitted = outstanding.withLock { count -> Bool in
-            guard count < configuration.maxQueued + configuration.maxConcurrent else { return false }
-            count += 1
+        let admitted = outstanding.withLock { outstanding -> Bool in
+            guard outstanding.count < outstanding.capacity else { return false }
+            outstanding.count += 1
             return true
         }
         guard admitted else { return false }
@@ -108,7 +121,16 @@ public final class TransferLoop: Sendable {
 
     /// Jobs submitted and not yet completed, now (`TransferLoops` gives a new job to the
     /// loop with the fewest).
-    var outstandingJobs: Int { outstanding.withLock { $0 } }
+    var outstandingJobs: Int { outstanding.withLock { $0.count } }
+
+    private static func capacity(_ configuration: Configuration) -> Int { configuration.maxQueued + configuration.maxConcurrent }
+
+    /// New limits and transfer settings (a reload), from the loop's next turn: transfers
+    /// running keep what they started with; jobs already queued past a smaller queue stay.
+    public func apply(_ configuration: Configuration) {
+        outstanding.withLock { $0.capacity = Self.capacity(configuration) }
+        send(.apply(configuration))
+    }
 
     /// Stops `job` if it is queued or running; it then completes with `.cancelled`.
     public func cancel(_ job: FetchJob) { send(.cancel(job)) }
@@ -123,6 +145,7 @@ public final class TransferLoop: Sendable {
         guard wasRunning else { return }
         send(.stop)
         finished.wait()
+        budget.stopWaking(multi)  // before its eventfd closes
         multi.close()
     }
 
@@ -146,6 +169,8 @@ public final class TransferLoop: Sendable {
                 case .submit(let job): state.enqueue(job)
                 case .cancel(let job):
                     state.cancel(job, with: .cancelled)
+                case .apply(let configuration):
+                    state.apply(configuration)
                 case .stop:
                     stopping = true
                 }
@@ -158,6 +183,7 @@ public final class TransferLoop: Sendable {
             multi.waitAndAct(maxMilliseconds: 1000, onWakeup: takeCommands)
             if stopping { break }
             if state.reapFinished() > 0 { state.admit() }  // freed slots go to the queue at once
+            state.resumeWaiting()
             state.publishLoad()
         }
         state.abortAll(with: .shuttingDown)

@@ -16,12 +16,31 @@ import Synchronization
 /// loops to it (with `maxConcurrent` 1 there is one loop and one strict priority order).
 /// What sharing costs: each loop keeps its own connections (an HTTP/2 origin gets one per
 /// loop, not one in all), and priority orders each loop's queue, not all of them at once.
+///
+/// The memory downloaded bodies hold is one budget for all loops (`maxBufferedBytes`), not
+/// shared out: a loop busy with large bodies may use what an idle one does not.
 public final class TransferLoops: Sendable {
     private let loops: [TransferLoop]
+    public let budget: DownloadBudget
 
     public init(configuration: TransferLoop.Configuration, threads: Int,
                 logger: Logger = Logger(label: "thumbd.fetch")) {
-        loops = Self.shares(of: configuration, loops: threads).map { TransferLoop(configuration: $0, logger: logger) }
+        let budget = DownloadBudget(limit: configuration.maxBufferedBytes)
+        self.budget = budget
+        loops = Self.shares(of: configuration, loops: threads).map {
+            TransferLoop(configuration: $0, budget: budget, logger: logger)
+        }
+    }
+
+    /// New limits and transfer settings while running (a reload), shared out over the loops
+    /// that run. False, and nothing changed, when a limit is now smaller than the number of
+    /// loops (each needs at least one of each): that takes a restart.
+    public func apply(_ configuration: TransferLoop.Configuration) -> Bool {
+        let shares = Self.shares(of: configuration, loops: loops.count)
+        guard shares.count == loops.count else { return false }
+        budget.setLimit(configuration.maxBufferedBytes)
+        for (loop, share) in zip(loops, shares) { loop.apply(share) }
+        return true
     }
 
     /// The loops actually running (at most `threads`; fewer when a limit is smaller).

@@ -20,6 +20,27 @@ struct OperatingTests {
         return samples
     }
 
+    @Test("under a small upstream.maxBufferedBytes, large originals asked at once all arrive whole; the memory comes back")
+    func downloadBudget() async throws {
+        try await withOriginAndDaemon({ $0.upstream.maxBufferedBytes = 1 << 20 }) { origin, daemon in
+            let sizes = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        let result = try await request(daemon.port, origin.thumb("/big?size=700000&n=\(index)"))
+                        return (result.status, result.body.count)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(sizes.count == 8 && sizes.allSatisfy { $0 == (200, 700_000) })
+            // Each body is freed once stored and sent: nothing stays charged, nothing waits.
+            #expect(try await eventually {
+                let samples = try await scrape(daemon.port)
+                return samples["thumbd_upstream_buffered_bytes"] == 0 && samples["thumbd_upstream_waiting_for_memory"] == 0
+            })
+        }
+    }
+
     @Test("/metrics counts requests, cache results, fetches and client mistakes, with Prometheus names")
     func metrics() async throws {
         try await withOriginAndDaemon { origin, daemon in

@@ -97,4 +97,46 @@ struct TransferLoopsTests {
         loops.shutdown()
         #expect(outcomes.results.withLock { $0["first"].map { if case .failure(.shuttingDown) = $0 { true } else { false } } } == true)
     }
+
+    @Test("new limits while running: queued jobs start under them at once; a limit below the loops is refused")
+    func applyWhileRunning() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let loops = TransferLoops(configuration: Self.configuration(maxPerHost: 2), threads: 2)
+        defer { loops.shutdown() }
+        let outcomes = Outcomes()
+        for index in 0..<6 {
+            #expect(loops.submit(FetchJob(url: origin.url("/gate/live"), host: "127.0.0.1", priority: .normal,
+                                          onComplete: outcomes.record("job\(index)"))))
+        }
+        #expect(try await eventually { try await origin.requests("/gate/live") == 2 && loops.load.queued == 4 })
+        #expect(loops.apply(Self.configuration(maxPerHost: 4)))
+        #expect(try await eventually { try await origin.requests("/gate/live") == 4 && loops.load.queued == 2 })
+        // One loop's share would be 0: refused, the limits in force stay.
+        #expect(!loops.apply(Self.configuration(maxConcurrent: 1)))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await origin.requests("/gate/live") == 4)
+        try await origin.release("live")
+        #expect(try await eventually { outcomes.count == 6 })
+        #expect(outcomes.results.withLock { $0.values.allSatisfy { (try? $0.get().status) == 200 } })
+    }
+
+    @Test("a smaller queue applied while running refuses new jobs past it")
+    func applySmallerQueue() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let loops = TransferLoops(configuration: Self.configuration(maxConcurrent: 2), threads: 2)
+        defer { loops.shutdown() }
+        let outcomes = Outcomes()
+        func submit(_ name: String) -> Bool {
+            loops.submit(FetchJob(url: origin.url("/gate/queue"), host: "127.0.0.1", priority: .normal,
+                                  onComplete: outcomes.record(name)))
+        }
+        #expect(submit("a") && submit("b") && submit("c"))
+        #expect(loops.apply(Self.configuration(maxConcurrent: 2, maxQueued: 0)))
+        // Each loop now takes its one running transfer and no queue: both are full.
+        #expect(!submit("d"))
+        try await origin.release("queue")
+        #expect(try await eventually { outcomes.count == 3 })
+    }
 }

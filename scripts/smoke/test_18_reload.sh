@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reload without restart, as nginx's: a signing key rotated and a host name allowed by SIGHUP
-# while a signed link is in use (the old link refused, the new one served, the cache and the process kept); a
-# change that needs a restart is named; a file that does not load keeps the running
+# while a signed link is in use (the old link refused, the new one served, the cache and the process kept); an
+# upstream limit changed and then restored, in force at once; a change that needs a restart is named; a file that does not load keeps the running
 # settings; SIGUSR1 reopens the log alone; `thumbd check` and `thumbd health` answer 0, 78
 # and 1 as documented; Kubernetes's THUMBD_* variables are ignored and named at start.
 source "$(dirname "$0")/lib.sh"
@@ -17,6 +17,7 @@ grep 'config.ignored' "$WORK/log" | grep -q 'variables=THUMBD_PORT,THUMBD_PORT_8
   fail "the Kubernetes variables are not named: $(grep config "$WORK/log")"
 old_link="$("$SMOKE_THUMBD" sign "$ORIGIN/img/r1.jpg" --width 32 --sign-key "$KEY_A" --server "$THUMBD")"
 new_link="$("$SMOKE_THUMBD" sign "$ORIGIN/img/r1.jpg" --width 32 --sign-key "$KEY_B" --server "$THUMBD")"
+other_link="$("$SMOKE_THUMBD" sign "$ORIGIN/img/r2.jpg" --width 32 --sign-key "$KEY_B" --server "$THUMBD")"
 code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 [ "$(code "$old_link")" = 200 ] || fail "the link signed with the running key: $(code "$old_link")"
 [ "$(code "$new_link")" = 403 ] || fail "the link signed with a key not yet loaded"
@@ -24,13 +25,15 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 named() { curl -s -o /dev/null -w '%{http_code}' -H 'Host: thumbd.internal' "$THUMBD/healthz"; }
 [ "$(named)" = 421 ] || fail "a name not allowed yet: $(named)"
 # Rotate: B signs, A still verifies (both listed); a name allowed; a change that needs a restart.
-printf 'server:\n  allowedHosts: [thumbd.internal]\nupstream:\n  allowPrivateNetworks: true\n  maxPerHost: 3\nsigning:\n  keys: [%s, %s]\nlog:\n  file: %s\n  level: debug\n' \
+printf 'server:\n  allowedHosts: [thumbd.internal]\nupstream:\n  allowPrivateNetworks: true\n  threads: 1\n  maxObjectBytes: 2048\nsigning:\n  keys: [%s, %s]\nlog:\n  file: %s\n  level: debug\n' \
   "$KEY_B" "$KEY_A" "$WORK/log" > "$config"
 kill -HUP "$THUMBD_PID"
 for _ in $(seq 100); do grep -q 'config.reloaded' "$WORK/log" && break; sleep 0.05; done
-grep 'config.reloaded' "$WORK/log" | grep -q 'applied=log.level,server.allowedHosts,signing.keys' || fail "reload: $(grep config.re "$WORK/log")"
+grep 'config.reloaded' "$WORK/log" | grep -q 'applied=log.level,server.allowedHosts,signing.keys,upstream.maxObjectBytes' ||
+  fail "reload: $(grep config.re "$WORK/log")"
 [ "$(named)" = 200 ] || fail "the name allowed by the reload: $(named)"
-grep 'config.reloaded' "$WORK/log" | grep -q 'restart.needed=upstream.maxPerHost' || fail "reload did not name the restart"
+grep 'config.reloaded' "$WORK/log" | grep -q 'restart.needed=upstream.threads' || fail "reload did not name the restart"
+[ "$(code "$other_link")" = 502 ] || fail "upstream.maxObjectBytes lowered by the reload: $(code "$other_link")"
 [ "$(code "$new_link")" = 200 ] || fail "the new key after the reload: $(code "$new_link")"
 [ "$(code "$old_link")" = 200 ] || fail "the old key, still listed"
 curl -sI "$new_link" | grep -qi 'X-Thumbd-Cache: hit' || fail "the cache was not kept"
@@ -39,6 +42,7 @@ printf 'upstream:\n  allowPrivateNetworks: true\nsigning:\n  keys: [%s]\nlog:\n 
 kill -HUP "$THUMBD_PID"
 for _ in $(seq 100); do [ "$(grep -c 'config.reloaded' "$WORK/log")" -ge 2 ] && break; sleep 0.05; done
 [ "$(code "$old_link")" = 403 ] || fail "the retired key still verifies"
+[ "$(code "$other_link")" = 200 ] || fail "upstream.maxObjectBytes restored by the reload: $(code "$other_link")"
 # A file that does not load: refused, the running settings stay.
 printf 'signing:\n  keys: [short]\n' > "$config"
 "$SMOKE_THUMBD" check --config "$config" > /dev/null 2>&1 && fail "check accepted a key of 5 characters"

@@ -33,6 +33,9 @@ package struct UpstreamConfiguration: Sendable {
     package var maxObjectBytes = loopDefaults.maxObjectBytes
     /// `upstream.maxRedirects`: redirects followed before giving up (502).
     package var maxRedirects = loopDefaults.maxRedirects
+    /// `upstream.maxBufferedBytes`: memory all downloaded bodies hold together, from their
+    /// first byte until freed; past it transfers wait (paused) for memory.
+    package var maxBufferedBytes = loopDefaults.maxBufferedBytes
     /// `upstream.allowPrivateNetworks`: allow loopback, private, link-local and multicast
     /// destinations. Off by default: thumbd must not become a way into the local network.
     package var allowPrivateNetworks = false
@@ -64,6 +67,7 @@ package struct UpstreamConfiguration: Sendable {
         lowSpeedSeconds = try r.int("lowSpeedSeconds", lowSpeedSeconds)
         maxObjectBytes = try r.int("maxObjectBytes", maxObjectBytes)
         maxRedirects = try r.int("maxRedirects", maxRedirects)
+        maxBufferedBytes = try r.int("maxBufferedBytes", maxBufferedBytes)
         allowPrivateNetworks = try r.bool("allowPrivateNetworks", allowPrivateNetworks)
         allowHosts = r.strings("allowHosts", allowHosts)
         abortWhenAbandoned = try r.bool("abortWhenAbandoned", abortWhenAbandoned)
@@ -88,6 +92,7 @@ package struct UpstreamConfiguration: Sendable {
         loop.lowSpeedSeconds = lowSpeedSeconds
         loop.maxObjectBytes = maxObjectBytes
         loop.maxRedirects = maxRedirects
+        loop.maxBufferedBytes = maxBufferedBytes
         loop.userAgent = userAgent
         loop.connectCheck = policy.connectCheck
         return loop
@@ -108,6 +113,7 @@ package struct UpstreamConfiguration: Sendable {
         try require(lowSpeedBytesPerSecond >= 0 && lowSpeedSeconds >= 0, "upstream.lowSpeed*", "must not be negative")
         try require(maxObjectBytes >= 1024, "upstream.maxObjectBytes", "must be at least 1024")
         try require((0...50).contains(maxRedirects), "upstream.maxRedirects", "must be 0...50")
+        try require(maxBufferedBytes >= 1 << 20, "upstream.maxBufferedBytes", "must be at least 1048576 (1 MiB)")
         for host in allowHosts {
             try require(!host.isEmpty && !host.contains("/"), "upstream.allowHosts", "bad host pattern \(host)")
         }

@@ -1,15 +1,29 @@
 import Foundation
 import Logging
+import Upstream
 
 /// SIGHUP's reload: the settings read again, what can change live applied, and the rest
 /// named as needing a restart (as nginx's and Varnish's reloads report).
 extension Thumbd {
     /// Settings a reload applies while the daemon runs: the signing keys (a key rotated
-    /// without dropping the cache or a connection), the log level, and which hosts, origins
-    /// and destinations are allowed.
-    package static let liveSettings: Set<String> = [
+    /// without dropping the cache or a connection), the log level, which hosts, origins
+    /// and destinations are allowed, and the upstream limits.
+    package static let liveSettings: Set<String> = Set([
         "signing.keys", "log.level", "server.allowedHosts", "server.allowedOrigins", "upstream.allowHosts",
         "upstream.allowPrivateNetworks",
+    ] + transferSettings.map(\.key))
+
+    /// The transfer loops' settings a reload changes: running transfers finish under the old
+    /// ones; queued and new ones start under the new. (`upstream.threads`, `caFile` and
+    /// `proxy` shape the loops and the destination checks: those take a restart.)
+    static let transferSettings: [(key: String, field: any WritableKeyPath<UpstreamConfiguration, Int> & Sendable)] = [
+        ("upstream.maxConcurrent", \.maxConcurrent), ("upstream.maxPerHost", \.maxPerHost),
+        ("upstream.maxConnectionsPerHost", \.maxConnectionsPerHost), ("upstream.maxQueued", \.maxQueued),
+        ("upstream.connectTimeoutMilliseconds", \.connectTimeoutMilliseconds),
+        ("upstream.timeoutMilliseconds", \.timeoutMilliseconds),
+        ("upstream.lowSpeedBytesPerSecond", \.lowSpeedBytesPerSecond), ("upstream.lowSpeedSeconds", \.lowSpeedSeconds),
+        ("upstream.maxObjectBytes", \.maxObjectBytes), ("upstream.maxRedirects", \.maxRedirects),
+        ("upstream.maxBufferedBytes", \.maxBufferedBytes),
     ]
 
     package struct Reload: Sendable, Equatable {
@@ -28,7 +42,20 @@ extension Thumbd {
         let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
         var report = Reload()
         var now = old
-        for key in changed {
+        let transferKeys = changed.filter { key in Self.transferSettings.contains { $0.key == key } }
+        if !transferKeys.isEmpty {
+            var upstream = old.upstream
+            for (key, field) in Self.transferSettings where transferKeys.contains(key) {
+                upstream[keyPath: field] = new.upstream[keyPath: field]
+            }
+            if live.loops.apply(upstream.transferLoop(policy: live.policy)) {
+                now.upstream = upstream
+                report.applied += transferKeys
+            } else {
+                report.needRestart += transferKeys  // a limit below the loops running: see TransferLoops.apply
+            }
+        }
+        for key in changed where !transferKeys.contains(key) {
             switch key {
             case "signing.keys":
                 live.signer.replaceKeys(new.signing.keys)
@@ -51,6 +78,8 @@ extension Thumbd {
             report.applied.append(key)
         }
         applied.withLock { $0 = now }
+        report.applied.sort()
+        report.needRestart.sort()
         return report
     }
 
@@ -59,6 +88,7 @@ extension Thumbd {
         let signer: URLSigner
         let policy: DestinationPolicy
         let requestGuard: RequestGuard
+        let loops: TransferLoops
     }
 
     /// Every setting of `configuration` by its dotted key, as text.

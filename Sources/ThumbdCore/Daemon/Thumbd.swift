@@ -195,13 +195,13 @@ package final class Thumbd: Service, Sendable {
             let counts = batches.counts
             let load = loop.load
             return DaemonMetrics.Snapshot(
-                upstreamRunning: load.running, upstreamQueued: load.queued, resizes: lane.load, store: store.statistics(),
+                upstreamRunning: load.running, upstreamQueued: load.queued, downloads: loop.budget.usage, resizes: lane.load, store: store.statistics(),
                 storeWriteFailures: store.writeFailures, eventStreams: batches.openStreams, batchesRunning: counts.running,
                 requestsWaiting: serverBox.server?.suspendedConnections ?? 0)
         }
         let requestGuard = RequestGuard(listenHost: serverConfiguration.listen.host, allowedHosts: configuration.server.allowedHosts,
                                         allowedOrigins: configuration.server.allowedOrigins)
-        let live = LiveParts(signer: signer, policy: policy, requestGuard: requestGuard)
+        let live = LiveParts(signer: signer, policy: policy, requestGuard: requestGuard, loops: loop)
         let router = Router(thumb: ThumbHandler(source: source, variants: variants, policy: policy, signer: signer),
                             batches: BatchHandler(registry: batches, maxItems: configuration.batches.maxItems),
                             admin: admin, health: {

@@ -47,6 +47,8 @@ final class DaemonMetrics: Sendable {
     private enum Level: String, CaseIterable {
         case upstreamInFlight = "thumbd_upstream_in_flight"
         case upstreamQueued = "thumbd_upstream_queued"
+        case upstreamBuffered = "thumbd_upstream_buffered_bytes"
+        case upstreamWaitingForMemory = "thumbd_upstream_waiting_for_memory"
         case resizesRunning = "thumbd_resizes_running"
         case resizesQueued = "thumbd_resizes_queued"
         case resizeMemory = "thumbd_resize_memory_bytes"
@@ -65,6 +67,8 @@ final class DaemonMetrics: Sendable {
             switch self {
             case .upstreamInFlight: "Origin transfers running now."
             case .upstreamQueued: "Origin fetches waiting for a transfer slot."
+            case .upstreamBuffered: "Memory downloaded bodies hold now, until freed (upstream.maxBufferedBytes)."
+            case .upstreamWaitingForMemory: "Origin transfers paused until downloaded bodies give memory back."
             case .resizesRunning: "Resizes running in the resize lane."
             case .resizesQueued: "Resizes waiting for a worker of the resize lane."
             case .resizeMemory: "Memory the running resizes hold by their estimates."
@@ -214,6 +218,7 @@ final class DaemonMetrics: Sendable {
     struct Snapshot {
         var upstreamRunning: Int
         var upstreamQueued: Int
+        var downloads = DownloadBudget.Usage(held: 0, peak: 0, paused: 0)
         var resizes = ResizeLane.Load(running: 0, queued: 0, memoryInUse: 0, started: 0)
         var store: CacheStore.Statistics
         var storeWriteFailures: Int
@@ -226,6 +231,8 @@ final class DaemonMetrics: Sendable {
     func exposition(_ snapshot: Snapshot) -> [UInt8] {
         levels[.upstreamInFlight]?.set(Int64(snapshot.upstreamRunning))
         levels[.upstreamQueued]?.set(Int64(snapshot.upstreamQueued))
+        levels[.upstreamBuffered]?.set(Int64(snapshot.downloads.held))
+        levels[.upstreamWaitingForMemory]?.set(Int64(snapshot.downloads.paused))
         levels[.resizesRunning]?.set(Int64(snapshot.resizes.running))
         levels[.resizesQueued]?.set(Int64(snapshot.resizes.queued))
         levels[.resizeMemory]?.set(Int64(snapshot.resizes.memoryInUse))
