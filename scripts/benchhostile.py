@@ -12,6 +12,10 @@
    thumbnails.maxMemoryBytes. Run with the shipped settings, then with
    thumbnails.maxAvifPixels raised to 16 MP so that the AVIF encodes do run (a changed
    setting, said so in its row).
+3. The processing options at their most costly, at once (memory as in 2).
+4. Downloads at once: sixty distinct 18 MiB originals asked as they are (no resize): the
+   bodies' memory against upstream.maxBufferedBytes + one maxObjectBytes, and the same with
+   the budget set out of reach (a changed setting: how thumbd ran before it had one).
 
 `--before BINARY` runs the same against another build (the previous release) beside it.
 Every daemon runs with its shipped settings, except loopback origins allowed.
@@ -33,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import Origin, Thumbd, get, proc_status  # noqa: E402
 
 MAX_MEMORY_BYTES = 512 << 20  # thumbnails.maxMemoryBytes, shipped
+MAX_BUFFERED_BYTES = 128 << 20  # upstream.maxBufferedBytes, shipped
+MAX_OBJECT_BYTES = 20 << 20  # upstream.maxObjectBytes, shipped
 
 
 def images():
@@ -51,7 +57,11 @@ def images():
         image.set_type(pyvips.GValue.gint_type, "page-height", height)
         image.set_type(pyvips.GValue.array_int_type, "delay", [40] * count)
         return image.gifsave_buffer(effort=1)
+    # Noise does not compress: a 2450x2450 RGB PNG of it is about 18 MiB, under maxObjectBytes.
+    noise = (pyvips.Image.gaussnoise(2450, 2450, sigma=80, mean=128).cast("uchar").bandjoin([
+        pyvips.Image.gaussnoise(2450, 2450, sigma=80, mean=128).cast("uchar")] * 2).copy(interpretation="srgb"))
     return {
+        "noise.png": noise.pngsave_buffer(compression=1),
         "frames.gif": frames(640, 640, 60),
         "many.gif": frames(16, 16, 5000),
         "needle.png": gradient(1, 20000).pngsave_buffer(),
@@ -163,6 +173,11 @@ def option_targets(daemon):
     return targets
 
 
+def download_targets(daemon):
+    """Sixty distinct 18 MiB originals, no resize: the bytes pass through as they came."""
+    return [path(daemon, "noise.png", "d-%d" % i) for i in range(60)]
+
+
 def memory(binary, origin, work, name, extra=None, targets_of=hostile_targets):
     """Scenario 2 on a fresh daemon; returns (baseline MB, peak MB, seconds, statuses)."""
     daemon = Thumbd(binary, origin, work, name=name, extra=extra)
@@ -194,8 +209,12 @@ def main():
     parser.add_argument("--thumbd", required=True)
     parser.add_argument("--before", help="another thumbd build to run beside it (the previous release)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", choices=["attack", "memory"], help="one of the two scenarios")
+    parser.add_argument("--quick", action="store_true", help="one round of the attack")
+    parser.add_argument("--only", choices=["attack", "memory", "downloads"],
+                        help="the attack alone, the memory scenes alone, or the downloads scene alone")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     work = tempfile.mkdtemp(prefix="thumbd-hostile-")
     files = os.path.join(work, "files")
     os.makedirs(files)
@@ -211,7 +230,7 @@ def main():
     try:
         for label, binary in builds:
             print("benchhostile: %s, cheap work under attack" % label, file=sys.stderr)
-            for attack in (False, True) if args.only != "memory" else ():
+            for attack in (False, True) if args.only not in ("memory", "downloads") else ():
                 figures = []
                 for run in range(args.rounds):
                     daemon = Thumbd(binary, origin, work, name="%s-attack-%d-%d" % (label, attack, run))
@@ -232,20 +251,29 @@ def main():
                     ("shipped settings", None, hostile_targets),
                     ("thumbnails.maxAvifPixels=16000000 (changed)", {"THUMBD_THUMBNAILS_MAX_AVIF_PIXELS": "16000000"},
                      hostile_targets),
-                    ("processing options", None, option_targets)):
-                if (label == "before" and (extra or targets_of is option_targets)) or args.only == "attack":
+                    ("processing options", None, option_targets),
+                    ("shipped settings", None, download_targets),
+                    ("upstream.maxBufferedBytes=64 GiB (changed: no budget in reach, as before it had one)",
+                     {"THUMBD_UPSTREAM_MAX_BUFFERED_BYTES": str(64 << 30)}, download_targets)):
+                if (label == "before" and (extra or targets_of is not hostile_targets)) or args.only == "attack":
                     continue  # the key or the options do not exist there; or only the attack was asked
+                if args.only == "downloads" and targets_of is not download_targets:
+                    continue
                 print("benchhostile: %s, memory, %s" % (label, setting), file=sys.stderr)
                 baseline, peak, took, statuses = memory(binary, origin, work, "%s-mem-%d" % (label, len(rows)), extra,
                                                         targets_of)
                 scene = ("hostile set at once: 1x20000 PNG at 256, 50 distinct 7070x7070 PNGs, ten 16-MP AVIF; " + setting
                          if targets_of is hostile_targets else
                          "options at once: 20 x 60-frame 640x640 GIF kept animated, 20 x 5000-frame GIF, 20 x blur<=100 "
-                         "and 20 x sharpen<=100 at 900x900 of a 7070x7070 PNG, 20 crops far outside it")
+                         "and 20 x sharpen<=100 at 900x900 of a 7070x7070 PNG, 20 crops far outside it"
+                         if targets_of is option_targets else
+                         "originals at once: 60 distinct 18 MiB PNGs, no resize; " + setting)
+                bound = ("bound: 1.5 x maxMemoryBytes = %d" % (1.5 * MAX_MEMORY_BYTES / (1 << 20))
+                         if targets_of is not download_targets else
+                         "bodies' bound: maxBufferedBytes + maxObjectBytes = %d" % ((MAX_BUFFERED_BYTES + MAX_OBJECT_BYTES) >> 20))
                 rows.append((scene, "baseline RSS MB", label, baseline))
                 rows.append((scene, "peak RSS MB (VmHWM)", label, peak))
-                rows.append((scene, "peak - baseline MB (bound: 1.5 x maxMemoryBytes = %d)" % (1.5 * MAX_MEMORY_BYTES / (1 << 20)),
-                             label, peak - baseline))
+                rows.append((scene, "peak - baseline MB (%s)" % bound, label, peak - baseline))
                 rows.append((scene, "seconds until all answered", label, took))
                 rows.append((scene, "answers by status", label, " ".join("%s:%d" % kv for kv in sorted(statuses.items(), key=str))))
     finally:

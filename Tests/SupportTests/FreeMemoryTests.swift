@@ -50,8 +50,11 @@ struct FreeMemoryTests {
                 let rc = vector.withUnsafeMutableBufferPointer {
                     mincore(UnsafeMutableRawPointer(bitPattern: first), Int(page) * count, $0.baseAddress)
                 }
-                precondition(rc == 0, "mincore: \(errno)")
                 pages += count
+                // ENOMEM: the range is no longer mapped at all (glibc deleted a thread
+                // arena's heap that held only freed blocks): returned, none resident.
+                if rc != 0, errno == ENOMEM { continue }
+                precondition(rc == 0, "mincore: \(errno)")
                 resident += vector.prefix(count).filter { $0 & 1 == 1 }.count
             }
             return Double(resident) / Double(pages)
