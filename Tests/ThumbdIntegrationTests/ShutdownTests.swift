@@ -141,8 +141,11 @@ struct ShutdownTests {
                     throw error
                 }
             }
-            _ = try await eventually { test.thumbd.isRunning || ended.how.withLock { $0 != nil } }
-            try #require(test.thumbd.isRunning, "run() \(ended.how.withLock { $0 } ?? "has not started the daemon in 30 s")")
+            // A generous bound: with every suite running at once on two cores, the group's task
+            // and the start it hands to its queue may each wait behind hundreds of others
+            // (CI once saw 30 s pass before the start had run).
+            _ = try await eventually(120) { test.thumbd.isRunning || ended.how.withLock { $0 != nil } }
+            try #require(test.thumbd.isRunning, "run() \(ended.how.withLock { $0 } ?? "has not started the daemon in 120 s")")
             let waiting = try RawConnection(port: test.port)
             try waiting.send("GET", origin.thumb("/gate/service"))
             #expect(try await eventually { test.thumbd.waitingRequests == 1 })
