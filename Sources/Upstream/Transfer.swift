@@ -14,6 +14,9 @@ final class Transfer {
     private let charge: DownloadCharge
     /// Paused until the budget has room: the loop resumes it (`resume`).
     private(set) var waitsForMemory = false
+    /// When the transfer last paused for memory, and how long it has waited before.
+    private var pausedAt: ContinuousClock.Instant?
+    private var pausedBefore: Duration = .zero
     private let budget: DownloadBudget
     /// Body bytes received so far.
     var bytesReceived: Int { body.count }
@@ -149,6 +152,7 @@ final class Transfer {
             }
             guard charge.grow(to: room) else {
                 waitsForMemory = true
+                pausedAt = .now
                 budget.paused(1)
                 return Int(thumbd_curl_writefunc_pause)  // curl keeps these bytes and offers them again
             }
@@ -165,6 +169,8 @@ final class Transfer {
     func resume() {
         guard waitsForMemory else { return }
         waitsForMemory = false
+        if let pausedAt { pausedBefore += .now - pausedAt }
+        pausedAt = nil
         budget.paused(-1)
         _ = thumbd_curl_resume(easy)
     }
@@ -283,6 +289,11 @@ final class Transfer {
                 lastModified: headers.lastModified, cacheControl: headers.cacheControl,
                 expires: headers.expires, date: headers.date))
         case CURLE_OPERATION_TIMEDOUT:
+            // Paused when the time ran out, or for half of it: the daemon was busy, not the origin slow.
+            let paused = pausedBefore + (pausedAt.map { .now - $0 } ?? .zero)
+            if waitsForMemory || paused * 2 >= .milliseconds(configuration.timeoutMilliseconds) {
+                return .failure(.waitedForMemory)
+            }
             return .failure(.timeout)
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.tooManyRedirects(limit: configuration.maxRedirects))

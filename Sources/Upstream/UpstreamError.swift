@@ -32,4 +32,7 @@ public enum UpstreamError: Error, Sendable, Equatable {
     case shuttingDown
     /// The queue was full; nothing was started.
     case queueFull
+    /// The transfer ran out of time waiting for memory: downloaded bodies held all of
+    /// `maxBufferedBytes` (the daemon is busy, not the origin slow).
+    case waitedForMemory
 }

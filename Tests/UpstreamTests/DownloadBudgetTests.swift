@@ -106,4 +106,29 @@ struct DownloadBudgetTests {
         #expect(loops.budget.usage.held == 0)
         #expect(loops.budget.usage.peak == 10_000)  // its Content-Length was charged at its first byte
     }
+
+    @Test("a download that runs out of time while paused for memory says so, not that the origin was slow")
+    func timeoutWhilePaused() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        for index in 0..<3 {
+            try await origin.put("t\(index).bin", [UInt8](repeating: UInt8(index), count: 600_000))
+        }
+        var configuration = Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20)
+        configuration.timeoutMilliseconds = 1_500
+        let loops = TransferLoops(configuration: configuration, threads: 1)
+        defer { loops.shutdown() }
+        let holder = Holder()
+        for index in 0..<2 {
+            #expect(loops.submit(FetchJob(url: origin.url("/file/t\(index).bin"), host: "127.0.0.1", priority: .normal,
+                                          onComplete: holder.record("t\(index)"))))
+        }
+        #expect(try await eventually { holder.done == 2 })  // both held: the budget and its one overdraft
+        #expect(loops.submit(FetchJob(url: origin.url("/file/t2.bin"), host: "127.0.0.1", priority: .normal,
+                                      onComplete: holder.record("t2"))))
+        #expect(try await eventually { holder.done == 3 })
+        #expect(holder.failures.withLock { $0["t2"] } == .waitedForMemory)
+        holder.letGo()
+        #expect(try await eventually { loops.budget.usage.held == 0 && loops.budget.usage.paused == 0 })
+    }
 }

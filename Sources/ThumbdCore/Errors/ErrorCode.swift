@@ -55,7 +55,7 @@ package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible 
     case shuttingDown = "shutting_down"  // 503: the daemon is stopping
     case unhealthy = "unhealthy"  // 503: the cache database cannot be read
     case resizeTimeout = "resize_timeout"  // 503: one resize ran past thumbnails.timeLimitSeconds
-    case busy = "busy"  // 503: thumbnails.maxQueued resizes already wait (Retry-After)
+    case busy = "busy"  // 503: thumbnails.maxQueued resizes already wait, or a fetch waited out its time for memory (Retry-After)
     case upstreamTimeout = "upstream_timeout"  // 504: connect, total or low-speed timeout
 
     package var status: Int {

@@ -26,6 +26,8 @@ extension ThumbdError {
         case .cancelled: self = .cancelled
         case .shuttingDown: self = .shuttingDown
         case .queueFull: self.init(.queueFull, "too many fetches are waiting; try again shortly")
+        case .waitedForMemory:
+            self.init(.busy, "downloads held all of upstream.maxBufferedBytes until this fetch ran out of time; try again shortly")
         }
     }
 
