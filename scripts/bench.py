@@ -478,11 +478,11 @@ def open_streams(port, paths):
     return selector, streams, len(waiting)
 
 
-def held_streams(server, origin, batches=100, per_batch=100):
+def held_streams(server, origin, batches=100, per_batch=100, gate="held-sse"):
     """10,000 subscribers on batches still running: threads, RSS and CPU while idle, then
     every stream must deliver its end once the origin answers."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
-    created = [post_batch(server, [origin.url("/gate/held-sse")]) for _ in range(batches)]
+    created = [post_batch(server, [origin.url("/gate/" + gate)]) for _ in range(batches)]
     selector, streams, missing = open_streams(server.port, [b["events"] for b in created for _ in range(per_batch)])
     time.sleep(1.0)
     pids = server.pids
@@ -494,7 +494,7 @@ def held_streams(server, origin, batches=100, per_batch=100):
         time.sleep(1.0)
         seconds.append((cpu_seconds(pids) - before) * 100)
     threads, rss = proc_status(pids)
-    origin.release("held-sse")
+    origin.release(gate)
     ended = 0
     deadline = time.monotonic() + 60
     open_ = set(streams)
@@ -801,8 +801,21 @@ def scenario_waiting(servers, origin, seconds, rounds, work):
 
 def scenario_streams(servers, origin, seconds, rounds, work):
     print("bench: 10000 event streams", file=sys.stderr)
-    return [("10000 SSE subscribers on running batches (nginx: no equivalent)", key, value, None)
-            for key, value in held_streams(servers[0], origin).items()]
+    label = "10000 SSE subscribers on running batches (nginx: no equivalent)"
+    rows = [(label, key, value, None) for key, value in held_streams(servers[0], origin).items()]
+    # Each stream holds libmicrohttpd's connection pool, server.maxRequestBytes (8 KB), all of
+    # it resident: the same streams on a fresh daemon, with the shipped pool and a 4 KB one
+    # (a changed setting), show that share.
+    for setting, extra in (("shipped settings", None),
+                           ("server.maxRequestBytes=4096 (changed)", {"THUMBD_SERVER_MAX_REQUEST_BYTES": "4096"})):
+        fresh = Thumbd(servers[0].binary, origin, work, name="thumbd-streams-%d" % len(rows), extra=extra)
+        try:
+            figures = held_streams(fresh, origin, gate="held-sse-%d" % len(rows))
+        finally:
+            fresh.stop()
+        rows.append((label + ", a fresh daemon, " + setting, "RSS MB", figures["RSS MB"], None))
+        rows.append((label + ", a fresh daemon, " + setting, "streams that got end", figures["streams that got end"], None))
+    return rows
 
 
 def scenario_delivery(servers, origin, seconds, rounds, work):
