@@ -8,7 +8,7 @@ import Foundation
 final class Transfer {
     let easy: UnsafeMutableRawPointer
     let job: FetchJob
-    private let configuration: TransferLoop.Configuration
+    let configuration: TransferLoop.Configuration
     private var body = Bytes.Builder()
     /// The memory the body holds, charged to the loops' download budget before it grows.
     private let charge: DownloadCharge
@@ -24,7 +24,7 @@ final class Transfer {
     /// The body has begun: later header lines are trailers, and are ignored.
     private var statusChecked = false
     /// Set by a callback that stopped the transfer on purpose; wins over curl's error code.
-    private var verdict: UpstreamError?
+    var verdict: UpstreamError?
     private var lastProgress = FetchProgress(received: 0, total: nil)
     private var lastProgressTime: ContinuousClock.Instant = .now
     /// The request's extra header lines (the validators), owned here and freed in `deinit`.
@@ -204,68 +204,12 @@ final class Transfer {
         return 0
     }
 
-    /// Called before each connection is made (every redirect hop, every address tried), with
-    /// the address curl resolved: opens the socket only for an allowed address.
-    private func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
-        guard verdict == nil else { return thumbd_curl_socket_bad }  // one refusal refuses the fetch
-        var bytes = [UInt8](repeating: 0, count: 16)
-        let length = bytes.withUnsafeMutableBufferPointer { thumbd_curl_sockaddr_ip(address, $0.baseAddress) }
-        // Through a proxy, the only connection made is to the proxy the operator configured;
-        // the origin's name is resolved (and must be policed) there.
-        guard let ip = IPAddress(bytes: Array(bytes.prefix(Int(length)))),
-              configuration.proxy != nil || configuration.connectCheck.allowsAddress(ip)
-        else {
-            verdict = .addressRefused
-            return thumbd_curl_socket_bad
-        }
-        if let host = currentHost, !configuration.connectCheck.allowsHost(host) {
-            verdict = .hostRefused(host)
-            return thumbd_curl_socket_bad
-        }
-        return thumbd_curl_open_socket(address)
-    }
-
-    /// Called after each connection is made or reused (every redirect hop too), before the
-    /// request is sent: refuses a host outside the allow list, and checks the address again.
-    private func connected(to primaryIP: String) -> Int {
-        if configuration.proxy == nil, let address = IPAddress(primaryIP), !configuration.connectCheck.allowsAddress(address) {
-            verdict = .addressRefused
-            return thumbd_curl_prereq_abort
-        }
-        if let host = currentHost, !configuration.connectCheck.allowsHost(host) {
-            verdict = .hostRefused(host)
-            return thumbd_curl_prereq_abort
-        }
-        return thumbd_curl_prereq_ok
-    }
-
     // MARK: Outcome
 
     private var responseCode: Int {
         var code = 0
         _ = thumbd_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
         return code
-    }
-
-    /// The host of the hop being made (curl updates the effective URL before each hop): the
-    /// job's own until a redirect changes the URL, without parsing it again for every
-    /// transfer (this is asked before each request, on the transfer thread).
-    private var currentHost: String? {
-        withEffectiveURL { url in
-            if job.url.withCString({ strcmp($0, url) == 0 }) { return job.host }
-            return URLComponents(string: String(cString: url))?.host
-        } ?? nil
-    }
-
-    private var effectiveURL: String? {
-        withEffectiveURL { String(cString: $0) }
-    }
-
-    /// `body` with curl's effective URL (valid only during the call); nil when curl has none.
-    private func withEffectiveURL<T>(_ body: (UnsafePointer<CChar>) -> T) -> T? {
-        var pointer: UnsafeMutablePointer<CChar>?
-        guard thumbd_curl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
-        return body(pointer)
     }
 
     /// Turns curl's result code into the fetch's outcome.
