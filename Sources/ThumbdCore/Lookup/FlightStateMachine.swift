@@ -38,6 +38,9 @@ struct FlightStateMachine<Job: AnyObject>: Sendable where Job: Sendable {
     mutating func join(token: UInt64, waiter: @escaping Waiter) -> JoinAction {
         switch state {
         case .running(var waiters):
+            // The state lets go of its dictionary first: a copy held there would make this
+            // insert copy every waiter (quadratic in a flight of hundreds).
+            state = .running(waiters: [:])
             waiters[token] = waiter
             state = .running(waiters: waiters)
             return .wait(raisePriority: job)
@@ -56,7 +59,9 @@ struct FlightStateMachine<Job: AnyObject>: Sendable where Job: Sendable {
     }
 
     mutating func leave(token: UInt64, abandonable: Bool) -> LeaveAction {
-        guard case .running(var waiters) = state, waiters.removeValue(forKey: token) != nil else { return .none }
+        guard case .running(var waiters) = state, waiters[token] != nil else { return .none }
+        state = .running(waiters: [:])  // as in `join`: the dictionary unique before it changes
+        waiters.removeValue(forKey: token)
         state = .running(waiters: waiters)
         return waiters.isEmpty && abandonable ? .abandon : .stay
     }
