@@ -606,11 +606,13 @@ class HitFloor:
     """scripts/hitfloor.c: one thread, one epoll set, a prebuilt answer of the same body:
     what one core takes to answer when nothing but the kernel's work stands in the way.
     With `mhd`, scripts/mhdfloor.c: libmicrohttpd as thumbd runs it, answering the same
-    prebuilt body, with thumbd's shipped server.threads."""
+    prebuilt body, with thumbd's shipped server.threads; with `fresh` too, a response of its
+    own per answer, with a hot hit's headers and a new request id, as thumbd must."""
 
-    def __init__(self, body_file, mhd=False):
-        self.name = "mhd" if mhd else "floor"
-        command = [compiled("mhdfloor", ["libmicrohttpd"]), body_file, "2"] if mhd else [compiled("hitfloor"), body_file]
+    def __init__(self, body_file, mhd=False, fresh=False):
+        self.name = ("mhd-fresh" if fresh else "mhd") if mhd else "floor"
+        command = ([compiled("mhdfloor", ["libmicrohttpd"]), body_file, "2"] + (["fresh"] if fresh else []) if mhd
+                   else [compiled("hitfloor"), body_file])
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline())
         self.pids = [self.proc.pid]
@@ -641,8 +643,8 @@ def scenario_pinned(servers, origin, seconds, rounds, work):
         data = r.read()
     with open(body, "wb") as f:
         f.write(data)
-    floor, mhd = HitFloor(body), HitFloor(body, mhd=True)
-    peers = [floor, mhd] + list(servers)
+    floor, mhd, fresh = HitFloor(body), HitFloor(body, mhd=True), HitFloor(body, mhd=True, fresh=True)
+    peers = [floor, mhd, fresh] + list(servers)
     results = {peer.name: [] for peer in peers}
     try:
         asyncio.run(warm(servers[1].port, [servers[1].path(path)]))
@@ -660,11 +662,14 @@ def scenario_pinned(servers, origin, seconds, rounds, work):
             pin(peer.pids, "0x%x" % ((1 << os.cpu_count()) - 1))
         floor.stop()
         mhd.stop()
-    f, m, t, n = (statistics.median(results[name]) for name in ("floor", "mhd", "thumbd", "nginx"))
+        fresh.stop()
+    f, m, r, t, n = (statistics.median(results[name]) for name in ("floor", "mhd", "mhd-fresh", "thumbd", "nginx"))
     label = "hot hit, 14 KB, server on core 0 and wrk on core 1 (varnish column: the C floor)"
     return [(label, "req/s", t, n, f),
             (label, "share of the floor's req/s", t / f, n / f, 1.0),
-            (label, "bare libmicrohttpd, same body (thumbd column): req/s", m, None, f)]
+            (label, "bare libmicrohttpd, same body (thumbd column): req/s", m, None, f),
+            (label, "bare libmicrohttpd, a response per answer with a hit's 8 headers (thumbd column): req/s", r, None, f),
+            (label, "the same, share of the floor's req/s (thumbd column)", r / f, None, 1.0)]
 
 
 def side_by_side(label, measure, servers, origin):
@@ -815,7 +820,39 @@ def scenario_streams(servers, origin, seconds, rounds, work):
             fresh.stop()
         rows.append((label + ", a fresh daemon, " + setting, "RSS MB", figures["RSS MB"], None))
         rows.append((label + ", a fresh daemon, " + setting, "streams that got end", figures["streams that got end"], None))
+    # The floor: libmicrohttpd alone holding the same 10,000 streams (scripts/mhdstreams.c,
+    # as thumbd runs it), with each pool size; and thumbd's idle process, where it starts.
+    idle = Thumbd(servers[0].binary, origin, work, name="thumbd-idle")
+    try:
+        time.sleep(1.0)
+        rows.append((label, "thumbd idle, before any stream: RSS MB", proc_status(idle.pids)[1], None))
+    finally:
+        idle.stop()
+    for pool in (8192, 4096):
+        rss, per_stream = mhd_streams(pool)
+        floor = label + ", libmicrohttpd alone (scripts/mhdstreams.c), pool %d bytes" % pool
+        rows.append((floor, "RSS MB", rss, None))
+        rows.append((floor, "KB per stream", per_stream, None))
     return rows
+
+
+def mhd_streams(pool, count=10000):
+    """RSS MB of scripts/mhdstreams.c holding `count` streams, and KB per stream over its idle RSS."""
+    proc = subprocess.Popen([compiled("mhdstreams", ["libmicrohttpd"]), str(pool), "2"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        baseline = proc_status([proc.pid])[1]
+        selector, streams, missing = open_streams(port, ["/events"] * count)
+        time.sleep(1.0)
+        rss = proc_status([proc.pid])[1]
+        for sock in streams:
+            sock.close()
+        if missing:
+            raise RuntimeError("mhdstreams: %d streams got no head" % missing)
+        return rss, (rss - baseline) * 1024 / count
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def scenario_delivery(servers, origin, seconds, rounds, work):
