@@ -32,6 +32,31 @@ struct HTTP2OriginTests {
         #expect(connections.count <= 2, "24 transfers took \(connections.count) connections")
     }
 
+    @Test("under a small upstream.maxBufferedBytes, large bodies over one HTTP/2 connection pause and resume, and arrive whole")
+    func pausedStreams() async throws {
+        // A PNG with 600 KB after its end (decoders stop at IEND; the bytes are served as they came).
+        let files = Dictionary(uniqueKeysWithValues: try (0..<8).map { index in
+            let png = try ThumbnailTests.thumbnailer.testImage(width: 20 + index, height: 20, format: .png).array
+            return ("big\(index).png", png + (0..<600_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) })
+        })
+        let origin = try await blocking { try TestTLSOrigin(files: files) }
+        defer { origin.stop() }
+        let daemon = try TestDaemon {
+            $0.upstream.caFile = origin.caFile
+            $0.upstream.maxBufferedBytes = 1 << 20  // one body fits, a second goes past: six wait, paused
+        }
+        defer { daemon.remove() }
+        let targets = (0..<8).map { "/thumb?url=" + origin.url("big\($0).png").queryEncoded }
+        let results = try await blocking { () -> [HTTPResult] in
+            let connections = try targets.map { _ in try RawConnection(port: daemon.port) }
+            for (connection, target) in zip(connections, targets) { try connection.send("GET", target) }
+            return try connections.map { try $0.read() }
+        }
+        #expect(results.allSatisfy { $0.status == 200 })
+        #expect(results.enumerated().allSatisfy { index, result in result.body == files["big\(index).png"] })
+        #expect(origin.requests().allSatisfy { $0.protocol == "HTTP/2.0" })
+    }
+
     @Test("verification is on: without the test CA the same origin is refused")
     func verified() async throws {
         let image = try ThumbnailTests.thumbnailer.testImage(width: 8, height: 8, format: .png).array
