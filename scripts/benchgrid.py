@@ -22,7 +22,6 @@ A tile counts when its final image (not a preview) has fired `load`. Every figur
 median of `--rounds` runs (3). thumbd runs with its shipped settings.
 """
 import argparse
-import base64
 import json
 import os
 import shutil
@@ -31,117 +30,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import free_port, wait_port  # noqa: E402
+from benchbrowser import load  # noqa: E402
+from benchgridorigin import Origin, make_photos  # noqa: E402
+from benchpeers import free_port, wait_port  # noqa: E402
 
-WIDTH, HEIGHT = 1280, 900
-LATENCY = 0.060
-RATE = 4 << 20  # bytes per second per connection
 TILE = 160
-
-
-# MARK: The origin (a process of its own: `benchgrid.py --origin DIR`)
-
-def serve_origin(directory):
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    files = {}  # read once, on first ask (pages are written while it runs)
-
-    def read(name):
-        if name not in files:
-            try:
-                with open(os.path.join(directory, os.path.basename(name)), "rb") as f:
-                    body = f.read()
-            except OSError:
-                return None
-            if name.endswith(".html"):
-                return body
-            files[name] = body
-        return files[name]
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            name = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]
-            body = read(name)
-            if not name.endswith(".html"):
-                time.sleep(LATENCY)  # the photos' origin is far; the pages are served at once
-            if body is None:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8" if name.endswith(".html") else "image/jpeg")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store" if name.endswith(".html") else "max-age=86400")
-            self.end_headers()
-            # ~RATE per connection: 64 KB, then the pause that keeps it to the rate.
-            chunk = 64 << 10
-            started = time.monotonic()
-            try:
-                for offset in range(0, len(body), chunk):
-                    self.wfile.write(body[offset:offset + chunk])
-                    ahead = (offset + chunk) / RATE - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
-            except OSError:
-                pass
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024
-
-        def handle_error(self, request, client_address):
-            pass  # a browser closing its kept-alive connections when it exits
-
-    server = Server(("127.0.0.1", 0), Handler)
-    print("PORT %d" % server.server_address[1], flush=True)
-    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
-    server.serve_forever()
-
-
-class Origin:
-    def __init__(self, directory):
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--origin", directory],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.port = int(self.proc.stdout.readline().split()[1])
-
-    def url(self, name):
-        return "http://127.0.0.1:%d/%s" % (self.port, name)
-
-    def stop(self):
-        self.proc.stdin.close()
-        self.proc.terminate()
-        self.proc.wait()
-
-
-def make_photos(directory, big, small):
-    """Distinct photo-like JPEGs: gradients and noise (a new noise each), blurred a little."""
-    import pyvips
-    names = []
-    for index in range(big + small):  # interleaved: even tiles big, odd tiles small
-        width, height = (4000, 3000) if (index % 2 == 0 and index // 2 < big) or index >= 2 * small else (1200, 800)
-        name = "photo-%03d-%dx%d.jpg" % (index, width, height)
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            xyz = pyvips.Image.xyz(width, height)
-            red = xyz[0] * (255.0 / width)
-            green = xyz[1] * (255.0 / height)
-            blue = pyvips.Image.gaussnoise(width, height, sigma=60, mean=128 + index % 40)
-            image = red.bandjoin([green, blue]).gaussblur(1.5).cast("uchar").copy(interpretation="srgb")
-            image.jpegsave(path, Q=90)
-        names.append(name)
-    return names
 
 
 # MARK: thumbd
@@ -169,160 +68,6 @@ class Thumbd:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
-
-
-# MARK: Chromium over the DevTools protocol
-
-# When each tile's final image has loaded: an <img> in the document firing `load` (the
-# static pages), or thumbd's page marking the tile `data-loaded="1"` (it swaps the loaded
-# image in for the preview, so the image loads before it is in the document).
-RECORDER = """
-window.__loads = {};
-window.__post = null;  // when thumbd's page posts its batch (the page has loaded and been given its URLs)
-window.__focus = [];   // when it tells thumbd what is on screen (POST /batches/<id>/focus)
-const fetch0 = window.fetch;
-window.fetch = function (url, options) {
-  // Relative (the page before 0.10) or absolute (/thumbd.js posts to its server's URL).
-  if (String(url).endsWith('/batches') && window.__post === null) window.__post = performance.now();
-  if (String(url).endsWith('/focus')) window.__focus.push(performance.now());
-  return fetch0.apply(this, arguments);
-};
-const mark = (tile) => {
-  const i = +tile.dataset.index;
-  if (!(i in window.__loads)) window.__loads[i] = performance.now();
-};
-document.addEventListener('load', (e) => {
-  const img = e.target;
-  if (!img || img.tagName !== 'IMG' || img.src.startsWith('data:')) return;
-  const tile = img.closest('[data-index]');
-  if (tile) mark(tile);
-}, true);
-new MutationObserver((records) => {
-  for (const r of records) if (r.target.dataset && r.target.dataset.loaded === '1' && r.target.dataset.index !== undefined) mark(r.target);
-}).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-loaded'] });
-"""
-
-
-class Browser:
-    """One headless Chromium with a new profile, one tab, 1280x900."""
-
-    def __init__(self, work):
-        import websocket
-        self.profile = tempfile.mkdtemp(dir=work, prefix="profile-")
-        self.proc = subprocess.Popen(
-            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
-             "--user-data-dir=" + self.profile, "--window-size=%d,%d" % (WIDTH, HEIGHT), "--no-first-run",
-             "--disable-background-networking", "--disable-extensions", "--hide-scrollbars", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file = os.path.join(self.profile, "DevToolsActivePort")
-        deadline = time.monotonic() + 30
-        while not (os.path.exists(port_file) and open(port_file).read().count("\n") >= 1):
-            if time.monotonic() > deadline:
-                raise RuntimeError("chromium did not start")
-            time.sleep(0.05)
-        port = int(open(port_file).read().split()[0])
-        with urllib.request.urlopen("http://127.0.0.1:%d/json" % port) as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
-        self.next_id = 0
-        self.events = []
-        self.call("Page.enable")
-        self.call("Network.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
-        self.call("Page.addScriptToEvaluateOnNewDocument", source=RECORDER)
-
-    def call(self, method, **params):
-        self.next_id += 1
-        ident = self.next_id
-        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == ident:
-                if "error" in message:
-                    raise RuntimeError("%s: %s" % (method, message["error"]))
-                return message.get("result", {})
-            if "method" in message:
-                self.events.append(message)
-
-    def evaluate(self, expression):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return result.get("result", {}).get("value")
-
-    def bytes_received(self):
-        """Bytes over the network per request: its total once it finished, else what its
-        chunks said so far (an event stream still open)."""
-        self.call("Runtime.evaluate", expression="0")  # collects the events sent meanwhile
-        finished, chunks = {}, {}
-        for e in self.events:
-            p = e["params"]
-            if e["method"] == "Network.loadingFinished":
-                finished[p["requestId"]] = p.get("encodedDataLength", 0)
-            elif e["method"] == "Network.dataReceived":
-                chunks[p["requestId"]] = chunks.get(p["requestId"], 0) + max(p.get("encodedDataLength", 0), p.get("dataLength", 0))
-        return sum(finished.get(r, chunks.get(r, 0)) for r in set(finished) | set(chunks))
-
-    def close(self):
-        try:
-            self.ws.close()
-        except Exception:
-            pass
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.profile, ignore_errors=True)
-
-
-def load(work, url, count, scroll=False, paste=None, timeout=90):
-    """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
-    navigation start) and the bytes the browser received. `paste`: URLs to paste into
-    thumbd's page and Fetch, as a person does, once it has loaded."""
-    browser = Browser(work)
-    try:
-        browser.call("Page.navigate", url=url)
-        deadline = time.monotonic() + timeout
-        if paste:
-            while browser.evaluate("document.readyState") != "complete" and time.monotonic() < deadline:
-                time.sleep(0.005)
-            browser.evaluate("document.getElementById('urls').value = %s; document.getElementById('fetch').click()"
-                             % json.dumps("\n".join(paste)))
-        scrolled = not scroll
-        while time.monotonic() < deadline:
-            if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
-                browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
-                scrolled = True
-            if (browser.evaluate("Object.keys(window.__loads || {}).length") or 0) >= count:
-                break
-            time.sleep(0.05)
-        # Where each tile lies in the document, and the viewport's height.
-        layout = browser.evaluate("""(() => {
-            const tiles = [...document.querySelectorAll('[data-index]')].map((el) => {
-              const r = el.getBoundingClientRect();
-              return [+el.dataset.index, r.top + scrollY, r.bottom + scrollY];
-            });
-            return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
-                     loads: window.__loads || {}, post: window.__post, focus: window.__focus || [] };
-        })()""")
-        loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
-        if len(loads) < count:
-            status = browser.evaluate("(document.getElementById('status') || {}).textContent")
-            raise RuntimeError("%s: %d of %d tiles loaded in %d s (the page says: %s)" % (url[:80], len(loads), count, timeout, status))
-        view, height = layout["view"], layout["height"]
-        first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
-        bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
-        return {
-            "first": max(loads[i] for i in first),
-            "all": max(loads.values()),
-            "bottom": max(loads[i] for i in bottom_screen),
-            "bytes": browser.bytes_received(),
-            "first_tiles": len(first),
-            "post": (layout["post"] or 0) / 1000.0,
-            # Scrolled: when the page named the bottom screen to thumbd (its first focus).
-            "focus": layout["focus"][0] / 1000.0 if layout["focus"] else None,
-        }
-    finally:
-        browser.close()
 
 
 # MARK: The pages
@@ -416,11 +161,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--thumbd", default=".build/release/thumbd")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--origin")
     args = parser.parse_args()
-    if args.origin:
-        serve_origin(args.origin)
-        return
     work = tempfile.mkdtemp(prefix="thumbd-benchgrid-")
     photos_dir = os.path.join(work, "photos")
     os.makedirs(photos_dir)

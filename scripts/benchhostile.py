@@ -34,7 +34,7 @@ import urllib.parse
 import pyvips
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Origin, Thumbd, get, proc_status  # noqa: E402
+from benchpeers import Origin, Thumbd, get, proc_status  # noqa: E402
 
 MAX_MEMORY_BYTES = 512 << 20  # thumbnails.maxMemoryBytes, shipped
 MAX_BUFFERED_BYTES = 128 << 20  # upstream.maxBufferedBytes, shipped

@@ -34,7 +34,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import realimage  # noqa: E402
-from bench import Origin, free_port, wait_port  # noqa: E402
+from benchpeers import Origin, free_port, wait_port  # noqa: E402
 
 EXPECTED_FAULTS = {(502, "upstream_status"), (502, "upstream_truncated"), (415, "not_an_image")}
 WARM = 200

@@ -11,33 +11,16 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 
 import pyvips
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Origin, Thumbd, children, cpu_seconds, free_port, wait_port, wrk, proc_status, get  # noqa: E402
-
-WIDTH = 256
-QUALITY = 80
-
-THUMBOR_CONF = """
-LOADER = 'thumbor.loaders.http_loader'
-STORAGE = 'thumbor.storages.file_storage'
-FILE_STORAGE_ROOT_PATH = '{work}/thumbor-storage'
-RESULT_STORAGE = 'thumbor.result_storages.file_storage'
-RESULT_STORAGE_FILE_STORAGE_ROOT_PATH = '{work}/thumbor-results'
-# Without this, result storage is skipped for /unsafe/ URLs and every hit resizes again.
-RESULT_STORAGE_STORES_UNSAFE = True
-ALLOW_UNSAFE_URL = True
-QUALITY = {quality}
-"""
+from benchpeers import Origin, Thumbd, cpu_seconds, wrk, proc_status, get  # noqa: E402
+from benchthumbor import QUALITY, WIDTH, Thumbor  # noqa: E402
 
 
 def photo(width, height):
@@ -75,46 +58,6 @@ def frames_of(port, path):
     animated = body[:3] == b"GIF" or (body[:4] == b"RIFF" and body[8:12] == b"WEBP")
     image = pyvips.Image.new_from_buffer(body, "", n=-1) if animated else pyvips.Image.new_from_buffer(body, "")
     return image.get("n-pages") if image.get_typeof("n-pages") else 1, len(body), image.width
-
-
-class Thumbor:
-    def __init__(self, origin, work, processes):
-        self.name = "thumbor x%d" % processes
-        self.port = free_port()
-        self.origin = origin
-        conf = os.path.join(work, "thumbor-%d.conf" % processes)
-        with open(conf, "w") as f:
-            f.write(THUMBOR_CONF.format(work=os.path.join(work, "p%d" % processes), quality=QUALITY))
-        self.proc = subprocess.Popen(
-            [shutil.which("thumbor"), "--port", str(self.port), "--conf", conf, "--processes", str(processes),
-             "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(self.port, timeout=60)
-
-    def path(self, name, tag, width=WIDTH, filters=""):
-        return "/unsafe/%dx0/%s127.0.0.1:%d/file/%s/%s" % (width, "filters:%s/" % filters if filters else "",
-                                                           self.origin.port, name, tag)
-
-    @property
-    def pids(self):
-        # thumbor --processes N forks N children: they do the work.
-        return [self.proc.pid] + children(self.proc.pid)
-
-    def stop(self):
-        # Its forked workers first: terminating the parent alone left them running (and
-        # spinning at a few % of a core each) after the bench.
-        workers = children(self.proc.pid)
-        for pid in workers:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        for pid in workers:
-            for _ in range(100):
-                if not os.path.exists("/proc/%d" % pid):
-                    break
-                time.sleep(0.05)
 
 
 def thumbd_path(thumbd, name, tag, extra="&w=%d&q=%d" % (WIDTH, QUALITY)):

@@ -8,7 +8,6 @@ must be healthy afterwards. Every target is one that is a 4xx even when parsed l
 
     hostile_requests.py PORT      prints one line per failure and a summary; exit 1 on any
 """
-import json
 import socket
 import sys
 import time

@@ -24,8 +24,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import free_port, wait_port  # noqa: E402
-from benchgrid import Browser  # noqa: E402  (headless Chromium, one tab, 1280x900, over CDP)
+from benchpeers import free_port, wait_port  # noqa: E402
+from benchbrowser import Browser  # noqa: E402  (headless Chromium, one tab, 1280x900, over CDP)
 
 binary, origin, work = sys.argv[1:4]
 

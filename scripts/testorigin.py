@@ -38,6 +38,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realimage  # noqa: E402
+from hostileorigin import hostile  # noqa: E402
 
 FILES = {}  # PUT /__put/NAME stores a body; GET /file/NAME serves it
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -298,97 +299,6 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, image_bytes(path, size), "image/jpeg", extra)
             return
         return self.send(404, b"no such path\n", "text/plain")
-
-
-def hostile(handler, kind, q):
-    """Responses written byte by byte, as a broken or malicious origin would."""
-    out = handler.wfile
-    body = image_bytes("/hostile/" + kind, int(q.get("size", "4096")))
-
-    def head(*lines):
-        out.write(("\r\n".join(("HTTP/1.1 200 OK", "Content-Type: image/jpeg") + lines) + "\r\n\r\n").encode())
-
-    handler.close_connection = True
-    if kind == "long-header":  # one oversized (or invalid) header on an otherwise good image
-        value = q.get("value") or ("x" * int(q.get("bytes", "8000")))
-        head("Content-Length: %d" % len(body), "%s: %s" % (q.get("name", "Last-Modified"), value))
-        out.write(body)
-    elif kind == "many-headers":  # far more header bytes than anybody needs
-        head("Content-Length: %d" % len(body), *("X-Junk-%d: %s" % (i, "y" * 1000) for i in range(int(q.get("n", "300")))))
-        out.write(body)
-    elif kind == "double-length":  # two Content-Length values that disagree
-        head("Content-Length: %d" % len(body), "Content-Length: %d" % (len(body) // 2))
-        out.write(body)
-    elif kind == "list-length":
-        head("Content-Length: %d, %d" % (len(body), len(body) // 2))
-        out.write(body)
-    elif kind == "same-length":  # repeated but equal: allowed (RFC 9112 6.3)
-        head("Content-Length: %d" % len(body), "Content-Length: %d" % len(body))
-        out.write(body)
-    elif kind == "short-length":  # says less than it sends: only the declared bytes count
-        head("Content-Length: %d" % (len(body) // 2))
-        out.write(body)
-    elif kind == "bad-chunked":
-        head("Transfer-Encoding: chunked")
-        out.write(b"%x\r\n%s\r\nzz\r\nnot hex\r\n" % (len(body), body))
-    elif kind == "trailer":  # a chunked image whose trailer tries to change its freshness
-        head("Transfer-Encoding: chunked", "Trailer: Cache-Control")
-        out.write(b"%x\r\n%s\r\n0\r\nCache-Control: no-store\r\n\r\n" % (len(body), body))
-    elif kind == "reset":  # a few bytes, then a TCP reset
-        head("Content-Length: %d" % len(body))
-        out.write(body[:100])
-        out.flush()
-        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        handler.connection.close()
-        return
-    elif kind == "empty":  # closes without a byte
-        pass
-    elif kind == "garbage":  # not HTTP at all
-        out.write(b"\x00\x01 hello there\r\n\r\n")
-    elif kind == "bad-status":
-        out.write(b"HTTP/1.1 2000 Whatever\r\nContent-Length: 0\r\n\r\n")
-    elif kind == "endless":  # a chunked body that never ends (bounded: 64 MB)
-        head("Transfer-Encoding: chunked")
-        try:
-            for _ in range(4096):
-                out.write(b"4000\r\n" + b"\xff" * 0x4000 + b"\r\n")
-        except OSError:
-            return
-    elif kind == "drip":  # one byte a second (bounded: 60 s)
-        head("Content-Length: %d" % len(body))
-        try:
-            for i in range(60):
-                out.write(body[i:i + 1])
-                out.flush()
-                time.sleep(1)
-        except OSError:
-            return
-    elif kind == "gzip-bomb":  # 64 MB of zeros in ~64 KB, claimed as gzip
-        bomb = gzip_bomb()
-        head("Content-Encoding: gzip", "Content-Length: %d" % len(bomb))
-        out.write(bomb)
-    elif kind == "redirect-loop":
-        out.write(b"HTTP/1.1 302 Found\r\nLocation: /hostile/redirect-loop\r\nContent-Length: 0\r\n\r\n")
-    elif kind == "redirect-to":  # to any URL the test names
-        out.write(("HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % q["url"]).encode())
-    else:
-        out.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-    try:
-        out.flush()
-    except OSError:
-        pass
-
-
-BOMB = []
-
-
-def gzip_bomb():
-    with LOCK:
-        if not BOMB:
-            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
-            zeros = bytes(1 << 20)
-            BOMB.append(b"".join(compressor.compress(zeros) for _ in range(64)) + compressor.flush())
-        return BOMB[0]
 
 
 class Server(ThreadingHTTPServer):

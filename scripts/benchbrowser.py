@@ -1,0 +1,164 @@
+"""Headless Chromium driven over the DevTools protocol, one tab at 1280x900: the grid bench's
+and the page test's browser. `load` opens a page and reports when each tile's final image
+has loaded (first screen, all, bottom screen when scrolled)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+WIDTH, HEIGHT = 1280, 900
+
+
+# When each tile's final image has loaded: an <img> in the document firing `load` (the
+# static pages), or thumbd's page marking the tile `data-loaded="1"` (it swaps the loaded
+# image in for the preview, so the image loads before it is in the document).
+RECORDER = """
+window.__loads = {};
+window.__post = null;  // when thumbd's page posts its batch (the page has loaded and been given its URLs)
+window.__focus = [];   // when it tells thumbd what is on screen (POST /batches/<id>/focus)
+const fetch0 = window.fetch;
+window.fetch = function (url, options) {
+  // Relative (the page before 0.10) or absolute (/thumbd.js posts to its server's URL).
+  if (String(url).endsWith('/batches') && window.__post === null) window.__post = performance.now();
+  if (String(url).endsWith('/focus')) window.__focus.push(performance.now());
+  return fetch0.apply(this, arguments);
+};
+const mark = (tile) => {
+  const i = +tile.dataset.index;
+  if (!(i in window.__loads)) window.__loads[i] = performance.now();
+};
+document.addEventListener('load', (e) => {
+  const img = e.target;
+  if (!img || img.tagName !== 'IMG' || img.src.startsWith('data:')) return;
+  const tile = img.closest('[data-index]');
+  if (tile) mark(tile);
+}, true);
+new MutationObserver((records) => {
+  for (const r of records) if (r.target.dataset && r.target.dataset.loaded === '1' && r.target.dataset.index !== undefined) mark(r.target);
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-loaded'] });
+"""
+
+
+class Browser:
+    """One headless Chromium with a new profile, one tab, 1280x900."""
+
+    def __init__(self, work):
+        import websocket
+        self.profile = tempfile.mkdtemp(dir=work, prefix="profile-")
+        self.proc = subprocess.Popen(
+            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
+             "--user-data-dir=" + self.profile, "--window-size=%d,%d" % (WIDTH, HEIGHT), "--no-first-run",
+             "--disable-background-networking", "--disable-extensions", "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = os.path.join(self.profile, "DevToolsActivePort")
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(port_file) and open(port_file).read().count("\n") >= 1):
+            if time.monotonic() > deadline:
+                raise RuntimeError("chromium did not start")
+            time.sleep(0.05)
+        port = int(open(port_file).read().split()[0])
+        with urllib.request.urlopen("http://127.0.0.1:%d/json" % port) as r:
+            page = next(t for t in json.load(r) if t["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.events = []
+        self.call("Page.enable")
+        self.call("Network.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
+        self.call("Page.addScriptToEvaluateOnNewDocument", source=RECORDER)
+
+    def call(self, method, **params):
+        self.next_id += 1
+        ident = self.next_id
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError("%s: %s" % (method, message["error"]))
+                return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def bytes_received(self):
+        """Bytes over the network per request: its total once it finished, else what its
+        chunks said so far (an event stream still open)."""
+        self.call("Runtime.evaluate", expression="0")  # collects the events sent meanwhile
+        finished, chunks = {}, {}
+        for e in self.events:
+            p = e["params"]
+            if e["method"] == "Network.loadingFinished":
+                finished[p["requestId"]] = p.get("encodedDataLength", 0)
+            elif e["method"] == "Network.dataReceived":
+                chunks[p["requestId"]] = chunks.get(p["requestId"], 0) + max(p.get("encodedDataLength", 0), p.get("dataLength", 0))
+        return sum(finished.get(r, chunks.get(r, 0)) for r in set(finished) | set(chunks))
+
+    def close(self):
+        try:
+            self.ws.close()
+        except Exception:
+            pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def load(work, url, count, scroll=False, paste=None, timeout=90):
+    """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
+    navigation start) and the bytes the browser received. `paste`: URLs to paste into
+    thumbd's page and Fetch, as a person does, once it has loaded."""
+    browser = Browser(work)
+    try:
+        browser.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        if paste:
+            while browser.evaluate("document.readyState") != "complete" and time.monotonic() < deadline:
+                time.sleep(0.005)
+            browser.evaluate("document.getElementById('urls').value = %s; document.getElementById('fetch').click()"
+                             % json.dumps("\n".join(paste)))
+        scrolled = not scroll
+        while time.monotonic() < deadline:
+            if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
+                browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+                scrolled = True
+            if (browser.evaluate("Object.keys(window.__loads || {}).length") or 0) >= count:
+                break
+            time.sleep(0.05)
+        # Where each tile lies in the document, and the viewport's height.
+        layout = browser.evaluate("""(() => {
+            const tiles = [...document.querySelectorAll('[data-index]')].map((el) => {
+              const r = el.getBoundingClientRect();
+              return [+el.dataset.index, r.top + scrollY, r.bottom + scrollY];
+            });
+            return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
+                     loads: window.__loads || {}, post: window.__post, focus: window.__focus || [] };
+        })()""")
+        loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
+        if len(loads) < count:
+            status = browser.evaluate("(document.getElementById('status') || {}).textContent")
+            raise RuntimeError("%s: %d of %d tiles loaded in %d s (the page says: %s)" % (url[:80], len(loads), count, timeout, status))
+        view, height = layout["view"], layout["height"]
+        first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
+        bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
+        return {
+            "first": max(loads[i] for i in first),
+            "all": max(loads.values()),
+            "bottom": max(loads[i] for i in bottom_screen),
+            "bytes": browser.bytes_received(),
+            "first_tiles": len(first),
+            "post": (layout["post"] or 0) / 1000.0,
+            # Scrolled: when the page named the bottom screen to thumbd (its first focus).
+            "focus": layout["focus"][0] / 1000.0 if layout["focus"] else None,
+        }
+    finally:
+        browser.close()

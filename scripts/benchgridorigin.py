@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The grid bench's origin: the photos (made here with libvips, each distinct) served with
+60 ms of latency before each answer and ~4 MB/s per connection, in a process of its own.
+
+  benchgridorigin.py DIR    prints "PORT n", serves DIR until its stdin closes
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+LATENCY = 0.060
+RATE = 4 << 20  # bytes per second per connection
+
+
+def serve_origin(directory):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    files = {}  # read once, on first ask (pages are written while it runs)
+
+    def read(name):
+        if name not in files:
+            try:
+                with open(os.path.join(directory, os.path.basename(name)), "rb") as f:
+                    body = f.read()
+            except OSError:
+                return None
+            if name.endswith(".html"):
+                return body
+            files[name] = body
+        return files[name]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            name = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]
+            body = read(name)
+            if not name.endswith(".html"):
+                time.sleep(LATENCY)  # the photos' origin is far; the pages are served at once
+            if body is None:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8" if name.endswith(".html") else "image/jpeg")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store" if name.endswith(".html") else "max-age=86400")
+            self.end_headers()
+            # ~RATE per connection: 64 KB, then the pause that keeps it to the rate.
+            chunk = 64 << 10
+            started = time.monotonic()
+            try:
+                for offset in range(0, len(body), chunk):
+                    self.wfile.write(body[offset:offset + chunk])
+                    ahead = (offset + chunk) / RATE - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            except OSError:
+                pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024
+
+        def handle_error(self, request, client_address):
+            pass  # a browser closing its kept-alive connections when it exits
+
+    server = Server(("127.0.0.1", 0), Handler)
+    print("PORT %d" % server.server_address[1], flush=True)
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    server.serve_forever()
+
+
+class Origin:
+    def __init__(self, directory):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), directory],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+    def url(self, name):
+        return "http://127.0.0.1:%d/%s" % (self.port, name)
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def make_photos(directory, big, small):
+    """Distinct photo-like JPEGs: gradients and noise (a new noise each), blurred a little."""
+    import pyvips
+    names = []
+    for index in range(big + small):  # interleaved: even tiles big, odd tiles small
+        width, height = (4000, 3000) if (index % 2 == 0 and index // 2 < big) or index >= 2 * small else (1200, 800)
+        name = "photo-%03d-%dx%d.jpg" % (index, width, height)
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            xyz = pyvips.Image.xyz(width, height)
+            red = xyz[0] * (255.0 / width)
+            green = xyz[1] * (255.0 / height)
+            blue = pyvips.Image.gaussnoise(width, height, sigma=60, mean=128 + index % 40)
+            image = red.bandjoin([green, blue]).gaussblur(1.5).cast("uchar").copy(interpretation="srgb")
+            image.jpegsave(path, Q=90)
+        names.append(name)
+    return names
+
+
+if __name__ == "__main__":
+    serve_origin(sys.argv[1])
