@@ -270,7 +270,8 @@ def main():
                          "originals at once: 60 distinct 18 MiB PNGs, no resize; " + setting)
                 bound = ("bound: 1.5 x maxMemoryBytes = %d" % (1.5 * MAX_MEMORY_BYTES / (1 << 20))
                          if targets_of is not download_targets else
-                         "bodies' bound: maxBufferedBytes + maxObjectBytes = %d" % ((MAX_BUFFERED_BYTES + MAX_OBJECT_BYTES) >> 20))
+                         "bodies' bound: maxBufferedBytes x 9/8 + maxObjectBytes = %d"
+                         % ((MAX_BUFFERED_BYTES * 9 // 8 + MAX_OBJECT_BYTES) >> 20))
                 rows.append((scene, "baseline RSS MB", label, baseline))
                 rows.append((scene, "peak RSS MB (VmHWM)", label, peak))
                 rows.append((scene, "peak - baseline MB (%s)" % bound, label, peak - baseline))

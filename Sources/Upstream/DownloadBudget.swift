@@ -12,12 +12,16 @@ import Synchronization
 ///
 /// Paused transfers could hold the whole budget with partial bodies and wait for each other
 /// for ever. So one transfer at a time may go past the limit, by at most one body
-/// (`maxObjectBytes`), and it keeps that right until its body is freed: at every moment
-/// downloaded bodies hold at most `limit + maxObjectBytes`, and one of them always moves.
+/// (`maxObjectBytes`), and it keeps that right until its body is freed; and a small body
+/// (at most `smallBody`, a tile's original) that finds the budget full takes from a reserve
+/// of an eighth of it, so that small misses do not wait behind large bodies. At every moment
+/// downloaded bodies hold at most `limit + limit / 8 + maxObjectBytes`, and one always moves.
 public final class DownloadBudget: Sendable {
     private struct State {
         var limit: Int
         var used = 0
+        /// Bytes small bodies hold of the reserve (`limit / 8`) while the budget is full.
+        var reserveUsed = 0
         /// The one transfer allowed past the limit, until its body is freed.
         var overdraft: ObjectIdentifier?
         /// The most ever held at once (tests and metrics).
@@ -33,6 +37,9 @@ public final class DownloadBudget: Sendable {
     /// this lock (each is a non-blocking eventfd write), so that a loop that has stopped and
     /// closed its eventfd is never written to: it takes its handle out first (`stopWaking`).
     private let wakers = Mutex<[ObjectIdentifier: MultiHandle]>([:])
+
+    /// A body this size or smaller may take from the reserve when the budget is full.
+    public static let smallBody = 64 << 10
 
     public init(limit: Int) {
         state = Mutex(State(limit: limit))
@@ -70,30 +77,43 @@ public final class DownloadBudget: Sendable {
         }
     }
 
-    public var usage: Usage { state.withLock { Usage(held: $0.used, peak: $0.peak, paused: $0.paused) } }
+    public var usage: Usage {
+        state.withLock { Usage(held: $0.used + $0.reserveUsed, peak: $0.peak, paused: $0.paused) }
+    }
 
-    /// Charges `bytes` more to `charge`; false (nothing charged) when they do not fit and
-    /// `charge` may not go past the limit: it may when it is past it already, or when no
-    /// other is.
-    fileprivate func take(_ bytes: Int, for charge: DownloadCharge) -> Bool {
+    fileprivate enum Pool { case main, reserve }
+
+    /// Charges `bytes` more to `charge`, whose total becomes `total`; nil (nothing charged)
+    /// when they do not fit. Past the limit, a small body takes from the reserve, and a large
+    /// one may go on when it is past the limit already, or when no other is.
+    fileprivate func take(_ bytes: Int, total: Int, for charge: DownloadCharge) -> Pool? {
         let owner = ObjectIdentifier(charge)
         return state.withLock { state in
+            var pool = Pool.main
             if state.used + bytes > state.limit {
-                guard state.overdraft == nil || state.overdraft == owner else { return false }
-                state.overdraft = owner
+                if total <= Self.smallBody, state.reserveUsed + bytes <= state.limit / 8 {
+                    pool = .reserve
+                } else {
+                    guard state.overdraft == nil || state.overdraft == owner else { return nil }
+                    state.overdraft = owner
+                }
             }
-            state.used += bytes
-            state.peak = max(state.peak, state.used)
-            return true
+            switch pool {
+            case .main: state.used += bytes
+            case .reserve: state.reserveUsed += bytes
+            }
+            state.peak = max(state.peak, state.used + state.reserveUsed)
+            return pool
         }
     }
 
-    /// Gives back `bytes` of `charge`'s; `done` when it holds nothing any more (it is being
-    /// freed: its identifier may be reused after this).
-    fileprivate func give(_ bytes: Int, for charge: DownloadCharge, done: Bool) {
+    /// Gives back what `charge` held of each pool; `done` when it holds nothing any more (it
+    /// is being freed: its identifier may be reused after this).
+    fileprivate func give(main: Int, reserve: Int, for charge: DownloadCharge, done: Bool) {
         let owner = ObjectIdentifier(charge)
         let waiting = state.withLock { state -> Bool in
-            state.used -= bytes
+            state.used -= main
+            state.reserveUsed -= reserve
             state.releases &+= 1
             if done, state.overdraft == owner { state.overdraft = nil }
             return state.paused > 0
@@ -115,27 +135,43 @@ public final class DownloadBudget: Sendable {
 
 /// What one download holds of the budget. Its transfer grows it on the loop thread while the
 /// body comes in; the finished body (`Bytes`) then keeps it alive, so that it is given back
-/// when the body is freed, on whichever thread drops it last.
-final class DownloadCharge: @unchecked Sendable {  // `bytes` changes only on the loop thread, before the body is handed over
+/// when the body is freed, on whichever thread drops it last (atomics: that thread reads
+/// what the loop thread wrote).
+final class DownloadCharge: Sendable {
     private let budget: DownloadBudget
-    private(set) var bytes = 0
+    /// What it holds of the budget proper, and of the reserve for small bodies.
+    private let main = Atomic<Int>(0)
+    private let reserve = Atomic<Int>(0)
 
     init(budget: DownloadBudget) { self.budget = budget }
 
+    var bytes: Int { main.load(ordering: .acquiring) + reserve.load(ordering: .acquiring) }
+
     /// Makes the charge `total`; false when the budget has no room (nothing changed).
     func grow(to total: Int) -> Bool {
-        guard total > bytes else { return true }
-        guard budget.take(total - bytes, for: self) else { return false }
-        bytes = total
+        let now = bytes
+        guard total > now else { return true }
+        switch budget.take(total - now, total: total, for: self) {
+        case .main: main.add(total - now, ordering: .releasing)
+        case .reserve: reserve.add(total - now, ordering: .releasing)
+        case nil: return false
+        }
         return true
     }
 
-    /// Makes the charge `total` (room given back when the finished body was trimmed).
+    /// Makes the charge `total` (room given back when the finished body was trimmed): from
+    /// the budget proper first.
     func shrink(to total: Int) {
-        guard total < bytes else { return }
-        budget.give(bytes - total, for: self, done: false)
-        bytes = total
+        var excess = bytes - total
+        guard excess > 0 else { return }
+        let fromMain = min(excess, main.load(ordering: .acquiring))
+        excess -= fromMain
+        main.subtract(fromMain, ordering: .releasing)
+        reserve.subtract(excess, ordering: .releasing)
+        budget.give(main: fromMain, reserve: excess, for: self, done: false)
     }
 
-    deinit { budget.give(bytes, for: self, done: true) }
+    deinit {
+        budget.give(main: main.load(ordering: .acquiring), reserve: reserve.load(ordering: .acquiring), for: self, done: true)
+    }
 }

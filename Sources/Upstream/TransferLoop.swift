@@ -51,7 +51,8 @@ public final class TransferLoop: Sendable {
         public var connectCheck = ConnectCheck.anything
         /// Memory all downloaded bodies may hold together, every loop's: from a body's first
         /// byte until it is freed (`DownloadBudget`). Past it transfers pause; one at a time
-        /// may go past it by one body (`maxObjectBytes`), so one always moves.
+        /// may go past it by one body (`maxObjectBytes`), so one always moves, and small
+        /// bodies take from a reserve of an eighth more.
         public var maxBufferedBytes = 128 << 20
 
         public init() {}
