@@ -121,7 +121,9 @@ public final class DownloadBudget: Sendable {
         if waiting { wake() }
     }
 
-    var releases: UInt64 { state.withLock { $0.releases } }
+    /// The give-backs so far, when a transfer is paused for memory (nil: none is): what a
+    /// loop reads each turn, in one lock.
+    var releasesWhilePaused: UInt64? { state.withLock { $0.paused > 0 ? $0.releases : nil } }
 
     /// A transfer paused for memory, or resumed.
     func paused(_ delta: Int) { state.withLock { $0.paused += delta } }

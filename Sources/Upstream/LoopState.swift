@@ -47,8 +47,7 @@ final class LoopState: @unchecked Sendable {  // handed to the loop thread once,
     /// Resumes the transfers paused for memory once the budget has given some back since
     /// they were last resumed; each pauses again if there is still no room for it.
     func resumeWaiting() {
-        let releases = budget.releases
-        guard releases != resumedAt, budget.usage.paused > 0 else { return }
+        guard let releases = budget.releasesWhilePaused, releases != resumedAt else { return }
         resumedAt = releases
         for transfer in running.values where transfer.waitsForMemory { transfer.resume() }
     }
