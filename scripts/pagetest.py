@@ -91,18 +91,41 @@ tiles = ["%s/real/page-%d.png" % (origin, i) for i in range(8)]
 
 
 def sizing(browser):
-    """tiles asked at their laid-out size, again when they grow; captions name the file"""
-    browser.call("Page.navigate", url=daemon.page(tiles))
-    wait(browser, ENDED)
+    """tiles asked at their laid-out size, again when they grow (one still loading too); captions name the file"""
+    # The noisy tile is too large to come inline: its image request is held (DevTools Fetch)
+    # until the window has narrowed, so the tiles grow while that tile is still loading.
+    browser.call("Fetch.enable", patterns=[{"urlPattern": "*/thumb?url=*noise*", "requestStage": "Request"}])
+    held, releasing = [], [False]
+
+    def release():
+        while releasing[0] and held:
+            browser.ws.send(json.dumps({"id": 2 * 10 ** 6 + len(held), "method": "Fetch.continueRequest",
+                                        "params": {"requestId": held.pop()}}))
+
+    def hold(event):
+        if event["method"] == "Fetch.requestPaused":
+            held.append(event["params"]["requestId"])
+        release()
+
+    browser.call("Page.navigate", url=daemon.page(tiles + ["%s/file/noise.png" % origin]))
+    wait(browser, ENDED, on_event=hold)
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        wait(browser, "true", on_event=hold)
+        time.sleep(0.05)
+    check(held, "the noisy tile's image was not asked")
     laid_out = browser.evaluate("Math.round(document.querySelector('.frame').getBoundingClientRect().width * devicePixelRatio)")
     asked = int(browser.evaluate("document.getElementById('grid').dataset.side"))
     check(asked >= laid_out, "asked %d for tiles of %d px" % (asked, laid_out))
     captions = browser.evaluate("[...document.querySelectorAll('.caption')].map(c => c.textContent)")
-    check(captions == ["page-%d.png" % i for i in range(8)], "captions: %s" % captions)
+    check(captions == ["page-%d.png" % i for i in range(8)] + ["noise.png"], "captions: %s" % captions)
     # A narrower window: three columns of larger tiles.
     browser.call("Emulation.setDeviceMetricsOverride", width=620, height=900, deviceScaleFactor=1, mobile=False)
-    grown = int(wait(browser, "+document.getElementById('grid').dataset.side > %d && document.getElementById('grid').dataset.side" % (asked * 1.1)))
-    wait(browser, "[...document.querySelectorAll('.frame img:not(.preview)')].every(i => i.complete && i.naturalWidth >= %d)" % grown)
+    grown = int(wait(browser, "+document.getElementById('grid').dataset.side > %d && document.getElementById('grid').dataset.side" % (asked * 1.1), on_event=hold))
+    releasing[0] = True
+    release()
+    wait(browser, "[...document.querySelectorAll('.frame img:not(.preview)')].filter(i => i.complete && i.naturalWidth >= %d).length === 9" % grown, on_event=hold)
+    browser.call("Fetch.disable")
 
 
 def broken_after_done(browser):

@@ -115,7 +115,7 @@ extension ClientModule {
         frame.replaceChildren(box);
         totals.done--; totals.failed++; render();
       };
-      el.dataset.src = d.src;
+      el.dataset.src = d.src; images.set(el, img);
       // A small tile comes inside the event: no request for it (unless the tiles grew since).
       img.src = side > +grid.dataset.asked && !d.src.includes("sig=") ? server + resized(d.src) : (d.inline || server + d.src);
       el.dataset.state = "done"; el.dataset.cache = d.cache;

@@ -116,6 +116,9 @@ export function createGrid(options = {}) {
   // grow (a wider window, a rotated phone), loaded tiles are asked again at the new size
   // (a signed src cannot be changed: its signature covers w and h).
   let side = 0;
+  // Each tile's image from its done on, whether or not it has loaded (it joins the frame
+  // only once it has): a tile still loading when the tiles grow is asked again too.
+  const images = new WeakMap();
   const measure = () => Math.round(tiles[0].querySelector(".frame").getBoundingClientRect().width * (window.devicePixelRatio || 1));
   const resized = (src) => src.replace(/([?&])w=\d+/, `$1w=${side}`).replace(/([?&])h=\d+/, `$1h=${side}`);
   const sizer = new ResizeObserver(() => {
@@ -124,7 +127,7 @@ export function createGrid(options = {}) {
     if (now <= side * 1.1) return;  // smaller or about the same: the browser scales down
     side = now; grid.dataset.side = side;
     for (const el of tiles) {
-      const img = el.querySelector(".frame img:not(.preview)");
+      const img = images.get(el);
       if (img && el.dataset.src && !el.dataset.src.includes("sig=")) img.src = server + resized(el.dataset.src);
     }
   });
