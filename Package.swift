@@ -57,7 +57,8 @@ let package = Package(
             dependencies: ["CMicroHTTPD", "Support", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "Upstream",
-            dependencies: ["CCurl", "Support", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CCurl", "Support", .product(name: "Logging", package: "swift-log")],
+            exclude: ["DECISIONS.md"]),  // design notes beside the code
         .target(
             name: "BlobStore",
             dependencies: ["CSQLite", "Support", .product(name: "Logging", package: "swift-log")]),
@@ -78,7 +79,9 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Yams", package: "Yams"),
-            ]),
+            ],
+            // Design notes beside the code they describe.
+            exclude: ["Batches/DECISIONS.md", "Batches/PATH.md", "Daemon/LIFECYCLE.md"]),
 
         // What `thumbd warm|stats|purge` use: one HTTP client, the SSE parser.
         .target(
