@@ -44,14 +44,17 @@ package final class FreeMemory: @unchecked Sendable {
 
     /// Blocks of this size or more get a mapping of their own, which `free` unmaps at once.
     ///
-    /// glibc starts there too, but raises the threshold to the size of each mapped block
-    /// freed (up to 32 MiB), so after the first bodies of a burst are freed the next ones
-    /// come from the arenas, and their memory stays in the process until the next trim. The
-    /// download budget bounds the bodies alive at once (164 MiB by default); sixty 18 MiB
+    /// glibc maps blocks from 128 KiB, but raises that threshold to the size of each mapped
+    /// block freed (up to 32 MiB), so after the first bodies of a burst are freed the next
+    /// ones come from the arenas, and their memory stays in the process until the next trim.
+    /// The download budget bounds the bodies alive at once (164 MiB by default); sixty 18 MiB
     /// originals asked at once took 241–272 MB over the idle process with the moving
-    /// threshold, and 162 MB with it fixed. What it costs: a large block's pages are new
-    /// (zero-filled) each time it is allocated.
-    package static let largeBlockBytes = 128 << 10
+    /// threshold, and 162 MB with it fixed. What it costs: a mapped block's pages are new
+    /// (zero-filled) each time. Fixed at glibc's 128 KiB, libvips's working buffers (a few
+    /// hundred KiB) were mapped too, and a 4000×3000 thumbnail took 13% more CPU in one bench
+    /// run; at 1 MiB they stay in the arenas, while the blocks that make RSS outgrow the
+    /// bounds (bodies, decoded images) are mapped.
+    package static let largeBlockBytes = 1 << 20
 
     /// Fixes glibc's mmap threshold at `largeBlockBytes` (which also stops it moving).
     package static func mapLargeBlocks() {
