@@ -70,7 +70,7 @@ def build_stage(base, instructions, work):
         elif instruction == "RUN":
             command = text.replace(" /out/", " %s/" % out)
             with open(os.path.join(work, "build.log"), "ab") as log:
-                built = subprocess.run(["bash", "-c", command], cwd=src, stdout=log, stderr=subprocess.STDOUT)
+                built = subprocess.run(["bash", "-c", command], cwd=src, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
             check(built.returncode == 0, "the build stage failed: %s\n%s" % (text, tail(os.path.join(work, "build.log"))))
     # What an earlier run left and the Dockerfile no longer copies is not in the image's /src.
     for name in os.listdir(src):
@@ -102,14 +102,25 @@ def base_root(base, rootfs):
     if not os.path.exists(tarball):
         fresh = os.path.join(CACHE, "bookworm-minbase")
         shutil.rmtree(fresh, ignore_errors=True)
-        mirror = re.search(r"URIs:\s*(\S+/debian)\s", open("/etc/apt/sources.list.d/debian.sources").read()).group(1)
-        subprocess.run(["debootstrap", "--variant=minbase", "bookworm", fresh, mirror], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["debootstrap", "--variant=minbase", "bookworm", fresh, apt_mirror()], check=True,
+                       stdout=subprocess.DEVNULL, timeout=900)
         with tarfile.open(tarball + ".part", "w") as tar:
             tar.add(fresh, arcname=".")
         os.rename(tarball + ".part", tarball)
         shutil.rmtree(fresh)
     os.makedirs(rootfs)
-    subprocess.run(["tar", "-xpf", tarball, "-C", rootfs], check=True)
+    subprocess.run(["tar", "-xpf", tarball, "-C", rootfs], check=True, timeout=300)
+
+
+def apt_mirror():
+    """The Debian mirror this machine's apt uses (deb822 or one-line sources), else Debian's own."""
+    for path, pattern in (("/etc/apt/sources.list.d/debian.sources", r"URIs:\s*(\S+/debian)\s"),
+                          ("/etc/apt/sources.list", r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)\s+bookworm\s")):
+        if os.path.exists(path):
+            found = re.search(pattern, open(path).read(), re.MULTILINE)
+            if found:
+                return found.group(1)
+    return "http://deb.debian.org/debian"
 
 
 def in_root(rootfs, argv, env, user=None, volume=None, workdir="/", **popen):
