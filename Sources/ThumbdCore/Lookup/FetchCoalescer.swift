@@ -88,16 +88,18 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
             state.nextToken += 1
             let token = state.nextToken
             let ticket = Ticket(key: key, token: token)
-            guard var flight = state.flights[key] else {
+            // The flight changes in place (`flights[key]!.…`): a copy taken out of the map
+            // would share its waiting list with the map's, and each join would copy the whole
+            // list (quadratic in a flight of hundreds).
+            guard state.flights[key] != nil else {
                 let job = makeJob()
                 state.flights[key] = FlightStateMachine(job: job, leader: token, waiter: waiter)
                 return (Joined(ticket: ticket, role: .leader, job: job, ready: nil, flight: job), nil)
             }
-            switch flight.join(token: token, waiter: waiter) {
+            switch state.flights[key]!.join(token: token, waiter: waiter) {
             case .answer(let outcome):
                 return (Joined(ticket: ticket, role: .finished, job: nil, ready: outcome, flight: nil), nil)
             case .wait(let job):
-                state.flights[key] = flight
                 return (Joined(ticket: ticket, role: .follower, job: nil, ready: nil, flight: job), job)
             }
         }
@@ -109,16 +111,14 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
     /// job to stop when that was the last waiter and abandoned flights are stopped.
     package func leave(_ ticket: Ticket) -> Job? {
         state.withLock { state -> Job? in
-            guard var flight = state.flights[ticket.key] else { return nil }
-            switch flight.leave(token: ticket.token, abandonable: abortWhenAbandoned) {
-            case .none:
-                return nil
-            case .stay:
-                state.flights[ticket.key] = flight
+            guard state.flights[ticket.key] != nil else { return nil }
+            switch state.flights[ticket.key]!.leave(token: ticket.token, abandonable: abortWhenAbandoned) {  // in place, as in `join`
+            case .none, .stay:
                 return nil
             case .abandon:
+                let job = state.flights[ticket.key]?.job
                 state.remove(ticket.key)
-                return flight.job
+                return job
             }
         }
     }
@@ -128,12 +128,12 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
     /// stays, answering newcomers at once, until `release`.
     package func complete(key: String, job: Job, with outcome: Outcome, keep: Bool = false) {
         let waiters = state.withLock { state -> [(Waiter, Role)] in
-            guard var flight = state.flights[key], flight.job === job else { return [] }
-            switch flight.complete(with: outcome, keep: keep) {
+            guard state.flights[key]?.job === job else { return [] }
+            switch state.flights[key]!.complete(with: outcome, keep: keep) {  // in place, as in `join`
             case .none:
                 return []
             case .answer(let waiters, let remove):
-                if remove { state.remove(key) } else { state.flights[key] = flight }
+                if remove { state.remove(key) }
                 return waiters
             }
         }
