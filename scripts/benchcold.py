@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from benchpeers import Direct, Nginx, Thumbd, Varnish, compiled, cpu_seconds, get, percentile, proc_status, thread_cpu_seconds
 
@@ -56,20 +57,44 @@ def burst(port, path, clients):
     return start, done
 
 
-def cold_coalesce(server, origin, clients=200, delay_ms=200):
-    origin_path = "/img/coalesce-%s.jpg" % server.name
+def cold_coalesce(server, origin, clients=200, delay_ms=200, tag=""):
+    origin_path = "/img/coalesce-%s%s.jpg" % (server.name, tag)
     start, done = burst(server.port, server.path(origin_path + "?delay=%d" % delay_ms), clients)
     stats = origin.stats()
-    answered = stats["answered"][origin_path]
+    return coalesce_figures(start, done, stats["answered"][origin_path], stats["requests"][origin_path])
+
+
+def coalesce_figures(start, done, answered, origin_requests):
     latencies = sorted((end - start) * 1000 for _, end in done)
     return {
-        "origin requests": stats["requests"][origin_path],
+        "origin requests": origin_requests,
         "ok": sum(1 for status, _ in done if status == 200),
         "p50 ms": statistics.median(latencies),
         "p99 ms": latencies[int(len(latencies) * 0.99) - 1],
         "max ms": latencies[-1],
         "last answer after origin ms": (max(end for _, end in done) - answered) * 1000,
     }
+
+
+class CoalesceFloor:
+    """scripts/hitfloor.c holding every request until 200 ms after the first came in, then
+    answering them all at once with the origin's bytes: what the same client on the same
+    cores sees when a proxy adds nothing between the origin's answer and its own."""
+
+    def __init__(self, origin, work, delay_ms=200):
+        body_file = os.path.join(work, "coalesce-floor.jpg")
+        with urllib.request.urlopen(origin.url("/img/coalesce-floor.jpg")) as r, open(body_file, "wb") as f:
+            f.write(r.read())
+        self.proc = subprocess.Popen([compiled("hitfloor"), body_file, str(delay_ms)], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+
+    def measure(self, clients=200):
+        start, done = burst(self.port, "/img/coalesce-floor.jpg", clients)
+        return coalesce_figures(start, done, float(self.proc.stdout.readline()), 1)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
 
 def cold_fanout(server, origin, urls=500, concurrency=100, delay_ms=50, paths=None, tag=""):
@@ -137,7 +162,23 @@ def side_by_side(label, measure, servers, origin):
 
 
 def scenario_coalesce(servers, origin, seconds, rounds, work):
-    return side_by_side("cold coalesce, 200 clients, origin 200 ms", cold_coalesce, servers, origin)
+    """Interleaved rounds on new URLs, medians (one round moves by several milliseconds here),
+    beside the floor in the varnish column."""
+    label = "cold coalesce, 200 clients, origin 200 ms (varnish column: the floor, median of %d)" % (rounds + 2)
+    print("bench: %s" % label, file=sys.stderr)
+    floor = CoalesceFloor(origin, work)
+    runs = {"thumbd": [], "nginx": [], "floor": []}
+    try:
+        for i in range(rounds + 2):
+            for server in servers:
+                runs[server.name].append(cold_coalesce(server, origin, tag="-%d" % i))
+            runs["floor"].append(floor.measure())
+    finally:
+        floor.stop()
+
+    def median(name, key):
+        return statistics.median(run[key] for run in runs[name])
+    return [(label, key, median("thumbd", key), median("nginx", key), median("floor", key)) for key in runs["thumbd"][0]]
 
 
 def scenario_fanout(servers, origin, seconds, rounds, work):

@@ -6,6 +6,13 @@
  * headers and the body read from FILE at start.
  *
  *   hitfloor FILE        prints the port, then serves until killed
+ *
+ * With HOLD_MS, the floor of the cold-coalescing scenario instead: no request is answered
+ * until HOLD_MS after the first one came in, then every request that came in by then is
+ * answered at once, as a proxy whose origin has just answered would. It prints the
+ * CLOCK_MONOTONIC second at which it began to answer, once per hold.
+ *
+ *   hitfloor FILE HOLD_MS
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -17,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_FDS 65536
@@ -24,6 +32,10 @@
 static char *response;
 static size_t response_length;
 static unsigned char line_end[MAX_FDS];  /* how much of "\r\n\r\n" the connection's last read ended in */
+static int held[MAX_FDS];                /* requests in and not yet answered (hold mode) */
+static int hold_ms;
+
+static void send_answers(int fd, int requests);
 
 static void answer(int fd, const char *data, int length) {
     /* Count the requests that ended in this read (a pipelined read may hold several). */
@@ -36,6 +48,17 @@ static void answer(int fd, const char *data, int length) {
         else state = 0;
     }
     line_end[fd] = (unsigned char)state;
+    if (hold_ms > 0) { held[fd] += requests; return; }
+    send_answers(fd, requests);
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void send_answers(int fd, int requests) {
     for (int i = 0; i < requests; i++) {
         size_t sent = 0;
         while (sent < response_length) {
@@ -47,7 +70,8 @@ static void answer(int fd, const char *data, int length) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) { fprintf(stderr, "usage: hitfloor FILE\n"); return 2; }
+    if (argc != 2 && argc != 3) { fprintf(stderr, "usage: hitfloor FILE [HOLD_MS]\n"); return 2; }
+    hold_ms = argc == 3 ? atoi(argv[2]) : 0;
     int file = open(argv[1], O_RDONLY);
     struct stat info;
     if (file < 0 || fstat(file, &info) != 0) { perror(argv[1]); return 1; }
@@ -76,8 +100,21 @@ int main(int argc, char **argv) {
     epoll_ctl(epoll, EPOLL_CTL_ADD, listener, &event);
     struct epoll_event ready[256];
     static char buffer[65536];
+    double deadline = 0;  /* hold mode: when the held requests are answered; 0 while none is held */
     for (;;) {
-        int count = epoll_wait(epoll, ready, 256, -1);
+        int timeout = -1;
+        if (deadline > 0) {
+            double left = deadline - now();
+            timeout = left > 0 ? (int)(left * 1000) + 1 : 0;
+        }
+        int count = epoll_wait(epoll, ready, 256, timeout);
+        if (deadline > 0 && now() >= deadline) {
+            printf("%.6f\n", now());
+            fflush(stdout);
+            for (int fd = 0; fd < MAX_FDS; fd++)
+                if (held[fd] > 0) { send_answers(fd, held[fd]); held[fd] = 0; }
+            deadline = 0;
+        }
         for (int i = 0; i < count; i++) {
             int fd = ready[i].data.fd;
             if (fd == listener) {
@@ -86,6 +123,7 @@ int main(int argc, char **argv) {
                     if (client >= MAX_FDS) { close(client); continue; }
                     setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                     line_end[client] = 0;
+                    held[client] = 0;
                     struct epoll_event add = { .events = EPOLLIN, .data.fd = client };
                     epoll_ctl(epoll, EPOLL_CTL_ADD, client, &add);
                 }
@@ -93,11 +131,13 @@ int main(int argc, char **argv) {
             }
             ssize_t n = recv(fd, buffer, sizeof buffer, 0);
             if (n <= 0) {
+                held[fd] = 0;
                 epoll_ctl(epoll, EPOLL_CTL_DEL, fd, NULL);
                 close(fd);
                 continue;
             }
             answer(fd, buffer, (int)n);
+            if (hold_ms > 0 && held[fd] > 0 && deadline == 0) deadline = now() + hold_ms / 1000.0;
         }
     }
 }
