@@ -75,7 +75,7 @@ public final class Thumbnailer: Sendable {
         }
         guard rc == 0 else { throw .failed("vips_init failed: \(Self.takeError())") }
         self.configuration = configuration
-        canEncodeAVIF = Self.probeAVIF()
+        canEncodeAVIF = thumbd_vips_can_save_avif() != 0
     }
 
     /// Whether this libvips has the loader of `format` (HEIF comes from a module).
@@ -126,14 +126,6 @@ public final class Thumbnailer: Sendable {
         return message.isEmpty ? "unknown libvips error" : String(message.prefix(500))
     }
 
-    private static func probeAVIF() -> Bool {
-        var buffer: UnsafeMutableRawPointer?
-        var length = 0
-        let rc = thumbd_vips_make_test_image(16, 16, 3, Int32(THUMBD_AVIF), 1, &buffer, &length)
-        if let buffer { thumbd_vips_free(buffer) }
-        if rc != 0 { _ = takeError() }
-        return rc == 0 && length > 0
-    }
 }
 
 /// One VipsImage reference, owned here and released in one place (deinit). A failed make

@@ -112,11 +112,13 @@ struct HostileImageTests {
             $0.thumbnails.timeLimitSeconds = 0.25
             $0.thumbnails.maxAVIFPixels = 16_000_000
         }) { origin, daemon in
-            // A 3000×3000 AVIF encode takes seconds here, in one call libvips cannot stop.
-            try await origin.put("big.jpg", Self.thumbnailer.testImage(width: 3000, height: 3000).array)
+            // A 4000×4000 AVIF encode, one call libvips cannot stop, takes 1.0–1.2 s here on an
+            // idle machine, longer under load: past the watchdog's 0.75 s. (3000×3000 took
+            // 0.7 s when the machine was idle, and was answered 200 before the watchdog.)
+            try await origin.put("big.jpg", Self.thumbnailer.testImage(width: 4000, height: 4000).array)
             #expect(try await request(daemon.port, origin.thumb("/file/big.jpg")).status == 200)
             // Timed on the connection's own thread, from the request sent to the answer read.
-            let target = origin.thumb("/file/big.jpg", "&w=3000&h=3000&format=avif")
+            let target = origin.thumb("/file/big.jpg", "&w=4000&h=4000&format=avif")
             let (result, took) = try await blocking { () -> (HTTPResult, Duration) in
                 let connection = try RawConnection(port: daemon.port)
                 let started = ContinuousClock.now

@@ -25,6 +25,14 @@ struct ThumbnailerTests {
         #expect(ThreadName.current == ThreadPerJob.threadName, "\(ThreadName.current)")
     }
 
+    @Test("canEncodeAVIF, asked of libheif at start, says what an AVIF encode does")
+    func avifCapabilityAgreesWithAnEncode() {
+        // The capability is asked (a HEIF saver, an AV1 encoder), not tried: the tests of AVIF
+        // answers skip when it says no, so a wrong no would hide them all.
+        let encoded = (try? Self.thumbnailer.testImage(width: 16, height: 16, format: .avif)).map { !$0.isEmpty } ?? false
+        #expect(Self.thumbnailer.canEncodeAVIF == encoded)
+    }
+
     @Test("every fit × format gives the expected size, and the format asked for", arguments: [ImageFormat.jpeg, .png, .webp, .avif])
     func fitsAndFormats(_ format: ImageFormat) throws {
         if format == .avif && !Self.thumbnailer.canEncodeAVIF { return }
