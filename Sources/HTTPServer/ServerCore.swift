@@ -149,13 +149,15 @@ final class ServerCore: Sendable {
         counts.withLock { $0.active -= 1; return $0.reached() }.forEach { $0.signal() }
     }
 
-    /// The buffer libmicrohttpd allocates with a streamed response, held for the stream's
+    /// The buffer libmicrohttpd allocates inside a streamed response, held for the stream's
     /// life: 10,000 open event streams hold 10,000 of them. Over HTTP/1.1 it is not used at
     /// all: a chunked body is read into the connection's own write buffer (its memory
-    /// pool), and new events mostly go out by the box's own writes (`StreamBox`). Only an
-    /// HTTP/1.0 stream reads through it, 256 bytes at a time. 16 KB here was 7 KB of
-    /// resident memory per stream (70 MB at 10,000 streams).
+    /// pool), and new events mostly go out by the box's own writes (`StreamBox`); such a
+    /// stream gets one byte (libmicrohttpd takes no less). Only an HTTP/1.0 stream reads
+    /// through it, 256 bytes at a time. 16 KB here was 7 KB of resident memory per stream
+    /// (70 MB at 10,000 streams); 256 bytes for every stream was 2.5 MB.
     static let streamBlockBytes = 256
+    static let chunkedStreamBlockBytes = 1
 
     private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
                               extra: [(String, String)] = [], http11: Bool = false,
@@ -167,7 +169,7 @@ final class ServerCore: Sendable {
             // Chunked for HTTP/1.1, and said so, since the box then writes chunks of its own.
             let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: http11))
             guard let created = MHD_create_response_from_callback(
-                thumbd_mhd_size_unknown, Self.streamBlockBytes, readStream, box.toOpaque(), freeStream)
+                thumbd_mhd_size_unknown, http11 ? Self.chunkedStreamBlockBytes : Self.streamBlockBytes, readStream, box.toOpaque(), freeStream)
             else {
                 box.release()
                 stream.detach()  // never attached to a connection: let its owner forget it
