@@ -83,7 +83,6 @@ static inline int thumbd_vips_load_jpeg_source(VipsSource *source, int shrink, V
                                 "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
 }
 
-/// Whether the loader of `format` exists in this libvips (HEIF is a module).
 /// Whether libvips can write AVIF: its HEIF saver is there and libheif has an AV1 encoder
 /// (what heifsave asks libheif for). Asked, not tried: encoding a test image started the
 /// AV1 encoder and kept about 6 MB of it resident for the daemon's life.
@@ -91,6 +90,7 @@ static inline int thumbd_vips_can_save_avif(void) {
     return vips_type_find("VipsOperation", "heifsave_buffer") != 0 && heif_have_encoder_for_format(heif_compression_AV1);
 }
 
+/// Whether the loader of `format` exists in this libvips (HEIF is a module).
 static inline int thumbd_vips_has_loader(int format) {
     if (format < 0 || format > THUMBD_LOAD_TIFF) return 0;
     return vips_type_find("VipsOperation", thumbd_vips_loader_names[format]) != 0;

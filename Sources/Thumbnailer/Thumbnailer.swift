@@ -125,7 +125,6 @@ public final class Thumbnailer: Sendable {
         let message = (text ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         return message.isEmpty ? "unknown libvips error" : String(message.prefix(500))
     }
-
 }
 
 /// One VipsImage reference, owned here and released in one place (deinit). A failed make

@@ -116,7 +116,7 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
             case .none, .stay:
                 return nil
             case .abandon:
-                let job = state.flights[ticket.key]?.job
+                let job = state.flights[ticket.key]!.job
                 state.remove(ticket.key)
                 return job
             }
