@@ -140,6 +140,27 @@ package final class Thumbd: Service, Sendable {
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
+        // libvips's warnings and its libraries' (through GLib) join this log, at most
+        // `libraryLogLines` a minute: a grid of AVIFs can say "ignoring nclx profile" per tile.
+        let libraryLog = RateLimitedLog(linesPerWindow: Self.libraryLogLines, window: .seconds(60))
+        LibraryLog.route { [logger] domain, level, message in
+            let level = Self.level(of: level)
+            guard level >= logger.logLevel else { return }  // before the rate: debug lines use none of it
+            libraryLog.run { suppressed in
+                logger.log(level: level, "library", metadata: [
+                    "library.domain": "\(domain)", "library.message": "\(message)", "log.suppressed": "\(suppressed)",
+                ])
+            }
+        }
+        // libvips starts before any thread of ours: its start writes the process environment
+        // (VIPSHOME, `Thumbnailer`), and a setenv while another thread reads the environment
+        // (libcurl's proxy variables, SQLite's temporary directory) can crash that reader.
+        let thumbnailer: Thumbnailer
+        do {
+            thumbnailer = try Thumbnailer(configuration: configuration.thumbnails.thumbnailer)
+        } catch {
+            throw ThumbdError(error)
+        }
         let store: CacheStore
         do {
             store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
@@ -154,24 +175,6 @@ package final class Thumbd: Service, Sendable {
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
         let stage = ProcessingStage()
         started.append { stage.drain() }
-        // libvips's warnings and its libraries' (through GLib) join this log, at most
-        // `libraryLogLines` a minute: a grid of AVIFs can say "ignoring nclx profile" per tile.
-        let libraryLog = RateLimitedLog(linesPerWindow: Self.libraryLogLines, window: .seconds(60))
-        LibraryLog.route { [logger] domain, level, message in
-            let level = Self.level(of: level)
-            guard level >= logger.logLevel else { return }  // before the rate: debug lines use none of it
-            libraryLog.run { suppressed in
-                logger.log(level: level, "library", metadata: [
-                    "library.domain": "\(domain)", "library.message": "\(message)", "log.suppressed": "\(suppressed)",
-                ])
-            }
-        }
-        let thumbnailer: Thumbnailer
-        do {
-            thumbnailer = try Thumbnailer(configuration: configuration.thumbnails.thumbnailer)
-        } catch {
-            throw ThumbdError(error)
-        }
         let metrics = DaemonMetrics(storeCapacity: configuration.store.maxBytes)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
