@@ -107,7 +107,7 @@ let package = Package(
         // Test support: a daemon on an ephemeral port, a real origin, one raw HTTP client.
         .target(
             name: "ThumbdTesting",
-            dependencies: ["ThumbdCore", "ThumbdClient", "Support"],
+            dependencies: ["ThumbdCore", "ThumbdClient", "Thumbnailer", "Support"],
             path: "Tests/ThumbdTesting"),
 
         // Test support: a suite trait that keeps blocking tests off the cooperative pool.
@@ -127,7 +127,7 @@ let package = Package(
         .testTarget(
             name: "ThumbdIntegrationTests",
             dependencies: [
-                "ThumbdCore", "ThumbdTesting", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
+                "ThumbdCore", "ThumbdTesting", "TestThreads", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,5 +1,6 @@
 import Foundation
 import Support
+import TestThreads
 import Testing
 import ThumbdCore
 import ThumbdTesting
@@ -7,7 +8,7 @@ import Thumbnailer
 
 /// Animated GIF and WebP sources through the real daemon: kept animated where the output can
 /// animate, within `thumbnails.maxFrames` and the pixels of all frames; else the first frame.
-@Suite("GET /thumb of animated GIF and WebP")
+@Suite("GET /thumb of animated GIF and WebP", .ownThreads)
 struct AnimationTests {
     static let thumbnailer = try! Thumbnailer()
 

@@ -1,14 +1,15 @@
 import Foundation
+import TestThreads
+import Testing
 import ThumbdClient
 import ThumbdCore
 import ThumbdTesting
-import Testing
 import Thumbnailer
 
 /// A batch is kept in the store's journal: after a restart of the daemon its snapshot, its
 /// stream and a reconnecting EventSource (`Last-Event-ID`) work as before, and what was not
 /// finished is made again. (A SIGKILL mid-batch: scripts/smoke/test_11_batch_restart.sh.)
-@Suite("Batches across a restart")
+@Suite("Batches across a restart", .ownThreads)
 struct BatchRestartTests {
     static func ids(_ events: [EventStreamParser.Event]) -> [Int] { events.compactMap { Int($0.lastEventID) } }
 

@@ -1,13 +1,14 @@
 import Foundation
+import TestThreads
+import Testing
 import ThumbdClient
 import ThumbdCore
 import ThumbdTesting
-import Testing
 import Thumbnailer
 
 /// What a page says is on screen (`"focus"` in the POST, `POST /batches/<id>/focus`) orders
 /// the queues; with `cancelOffscreen`, what left the screen is cancelled and taken up again.
-@Suite("Batches: what is on screen first")
+@Suite("Batches: what is on screen first", .ownThreads)
 struct FocusTests {
     /// The origin paths of `names`, in the order the origin received them.
     static func order(_ origin: TestOrigin, of names: [String]) async throws -> [String] {

@@ -1,10 +1,11 @@
 import Foundation
+import TestThreads
 import Testing
 import ThumbdTesting
 
 /// thumbd against a real HTTP/2 origin (nginx with `http2` on TLS, a certificate from a CA
 /// the test makes): verification on, many transfers over one connection.
-@Suite("An HTTP/2 origin over TLS")
+@Suite("An HTTP/2 origin over TLS", .ownThreads)
 struct HTTP2OriginTests {
     @Test("24 images at once from an HTTP/2 origin: verified TLS, all over HTTP/2, multiplexed on one or two connections")
     func multiplexed() async throws {

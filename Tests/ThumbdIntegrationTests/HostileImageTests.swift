@@ -1,5 +1,6 @@
 import Foundation
 import Support
+import TestThreads
 import Testing
 import ThumbdClient
 import ThumbdTesting
@@ -7,7 +8,7 @@ import Thumbnailer
 
 /// What any web page can ask through `<img src="http://127.0.0.1:8080/thumb?…">`, through
 /// the real daemon and a real origin: each case was a way to hurt thumbd.
-@Suite("Hostile images")
+@Suite("Hostile images", .ownThreads)
 struct HostileImageTests {
     static let thumbnailer = try! Thumbnailer()
 

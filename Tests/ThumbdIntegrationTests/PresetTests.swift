@@ -1,12 +1,13 @@
 import Foundation
 import Support
+import TestThreads
 import Testing
 import ThumbdTesting
 import Thumbnailer
 @testable import ThumbdCore
 
 /// `preset=NAME` from `thumbnails.presets`, and `thumbnails.onlyPresets`.
-@Suite("Presets")
+@Suite("Presets", .ownThreads)
 struct PresetTests {
     static let thumbnailer = try! Thumbnailer()
     static let presets = ["tile": ["w": "64", "h": "64", "fit": "cover", "format": "webp"], "wide": ["w": "120", "h": "40"]]

@@ -1,5 +1,6 @@
 import Foundation
 import Support
+import TestThreads
 import Testing
 import ThumbdClient
 import ThumbdCore
@@ -9,7 +10,7 @@ import Thumbnailer
 /// The processing options imgproxy and thumbor users reach for, through the real daemon, on
 /// images the test draws: flat quarters (red top left, green top right, blue bottom left,
 /// yellow bottom right, as stored), so that a pixel says which part of the source was kept.
-@Suite("GET /thumb with dpr, gravity, focal, crop, bg, blur, sharpen, rotate, progressive")
+@Suite("GET /thumb with dpr, gravity, focal, crop, bg, blur, sharpen, rotate, progressive", .ownThreads)
 struct ProcessingOptionTests {
     static let thumbnailer = try! Thumbnailer()
 

@@ -1,10 +1,11 @@
 import Foundation
+import TestThreads
 import Testing
 import ThumbdTesting
 
 /// Expiry against a real origin that sends `ETag`, `Last-Modified` and `max-age=1`, and
 /// answers a matching `If-None-Match` with 304.
-@Suite("Revalidation and serving stale")
+@Suite("Revalidation and serving stale", .ownThreads)
 struct RevalidationTests {
     /// Waits until an object stored with `max-age=1` has expired (whole seconds: up to 2 s).
     private func expire() async throws { try await Task.sleep(for: .milliseconds(2100)) }

@@ -1,16 +1,17 @@
 import Foundation
 import Support
-import ThumbdCore
-import ThumbdClient
-import ThumbdTesting
+import TestThreads
 import Testing
+import ThumbdClient
+import ThumbdCore
+import ThumbdTesting
 import Thumbnailer
 
 /// A JPEG original of an item a batch shows on screen, downloading slowly, is decoded while
 /// it arrives (`thumbnails.streams`), and what comes of it is exactly what the lane makes from
 /// the whole body. Nothing else is streamed: not `/thumb` (any page can ask it), not an item
 /// off screen. A download cut short gives the download's error, as without it.
-@Suite("Decoding an on-screen original while it downloads")
+@Suite("Decoding an on-screen original while it downloads", .ownThreads)
 struct StreamedDecodeTests {
     static let thumbnailer = try! Thumbnailer()
     static let tile = ",\"w\":200,\"h\":200,\"fit\":\"cover\",\"format\":\"jpeg\""

@@ -1,14 +1,15 @@
 import Foundation
 import Support
-import ThumbdCore
+import TestThreads
 import Testing
 import ThumbdClient
+import ThumbdCore
 import ThumbdTesting
 import Thumbnailer
 
 /// Thumbnails through the real daemon, from images the test draws with libvips and serves
 /// from the real origin.
-@Suite("GET /thumb with w, h, fit, format")
+@Suite("GET /thumb with w, h, fit, format", .ownThreads)
 struct ThumbnailTests {
     static let thumbnailer = try! Thumbnailer()
 

@@ -16,6 +16,7 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
     /// With `start` false the daemon is made but not started (a test runs it as a service).
     package init(directory: URL? = nil, start: Bool = true,
                  _ configure: (inout ThumbdConfiguration) -> Void = { _ in }) throws {
+        startLibvipsFirst()
         let directory = directory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("thumbd-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -1,9 +1,9 @@
 import Foundation
 
 /// The origin from `scripts/testorigin.py`, as a child process on an ephemeral port.
-package final class TestOrigin: @unchecked Sendable {  // immutable after init; Process is thread-safe enough for terminate
+package final class TestOrigin: @unchecked Sendable {  // immutable after init; Pipe is not marked Sendable
     package let port: UInt16
-    private let process: Process
+    private let process: ChildProcess
     private let stdin: Pipe
 
     package static var packageRoot: URL {
@@ -12,14 +12,14 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     }
 
     package init() throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path]
-        stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        try process.run()
+        let stdin = Pipe(), stdout = Pipe()
+        self.stdin = stdin
+        process = try ChildProcess("/usr/bin/env", ["python3", Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path],
+                                   stdin: .descriptor(stdin.fileHandleForReading.fileDescriptor),
+                                   stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor))
+        // The child's ends are the child's alone: its exit ends the read below.
+        try? stdin.fileHandleForReading.close()
+        try? stdout.fileHandleForWriting.close()
         var line = [UInt8]()
         let handle = stdout.fileHandleForReading
         while !line.contains(10) {
@@ -40,8 +40,7 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     /// returns: a test that stops the origin next asks for what only a dead origin gives.
     package func stop() {
         try? stdin.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        process.stop()
     }
 
     /// The absolute URL of `path` on this origin.

@@ -9,7 +9,7 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
     package let directory: URL
     /// The test CA's certificate (PEM): what thumbd must trust.
     package var caFile: String { directory.appendingPathComponent("ca.pem").path }
-    private let process: Process
+    private let process: ChildProcess
 
     /// `files`: name → bytes, served at `/NAME` with `Cache-Control: max-age=60`.
     package init(files: [String: [UInt8]]) throws {
@@ -54,15 +54,10 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
             }
             """
         try configuration.write(toFile: "\(dir)/nginx.conf", atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: FileManager.default.fileExists(atPath: "/usr/sbin/nginx")
-                                    ? "/usr/sbin/nginx" : "/usr/bin/nginx")
-        process.arguments = ["-p", dir, "-c", "\(dir)/nginx.conf", "-g", "daemon off;"]
+        let nginx = FileManager.default.fileExists(atPath: "/usr/sbin/nginx") ? "/usr/sbin/nginx" : "/usr/bin/nginx"
         // Neither of the test run's pipes: an nginx outliving a crashed test process would
         // keep them open, and `swift test` would wait for it forever.
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(nginx, ["-p", dir, "-c", "\(dir)/nginx.conf", "-g", "daemon off;"], stderr: .null)
         // Up to 10 s for the port to answer.
         for _ in 0..<1000 {
             if Self.accepts(port) { return }
@@ -77,10 +72,7 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
     deinit { stop() }
 
     package func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -96,13 +88,11 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
     }
 
     private static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [tool] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
+        let process = try ChildProcess("/usr/bin/env", [tool] + arguments, stderr: .null)
+        guard process.waitForExit() else {
+            process.stop()
+            throw HTTPTestError(description: "\(tool) \(arguments.first ?? "") did not finish in 30 s")
+        }
         guard process.terminationStatus == 0 else {
             throw HTTPTestError(description: "\(tool) \(arguments.first ?? "") failed (\(process.terminationStatus))")
         }
