@@ -88,17 +88,20 @@ extension StreamedDecodeTests {
         defer { daemon.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         try await origin.put("cancel.jpg", body.array)
-        // 64 KB every 400 ms: several seconds in all (the photo is over 1 MB).
+        // 64 KB every 100 ms, and the last piece held until the test releases it: the
+        // download cannot end before the cancel, however slow the machine (the photo is
+        // over 1 MB, so the stream has begun well before that piece).
         #expect(body.count > 1 << 20)
-        let path = "/file/cancel.jpg?delay=100&chunk=65536&every=400"
+        let path = "/file/cancel.jpg?delay=100&chunk=65536&every=100&tail=last"
         let batch = try await daemon.createBatch([origin.url(path)], extra: "\(Self.tile),\"focus\":[0]")
         #expect(try await eventually(10) { daemon.daemon?.streamsRunning == 1 })
         // A client of the original itself joins the same download.
         let client = Task { try await request(daemon.port, origin.thumb(path)) }
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await eventually(30) { daemon.daemon?.waitingRequests == 1 })  // it waits on the download
         #expect(try await request(daemon.port, "/batches/\(batch.id)", method: "DELETE").status == 200)
         // The stream leaves as its batch does, not when the download ends.
         #expect(try await eventually(3) { daemon.daemon?.streamsRunning == 0 })
+        try await origin.release("last")
         let original = try await client.value
         #expect(original.status == 200 && original.body == body.array)
         #expect(try await origin.aborted("/file/cancel.jpg") == 0)

@@ -72,8 +72,12 @@ extension ThumbnailTests {
             let types = first.map(\.type)
             let made = try Self.previews(first)
             #expect(made[0].map { $0.event && !$0.beforeDone } == true, "\(types)")  // done first, then the preview
-            let again = try Self.previews(try await Self.batchEvents(daemon, body))
-            #expect(again[0].map { !$0.event && $0.uri == made[0]?.uri } == true)  // stored: now in done
+            // Stored: a later batch has it in done. The store commits it after the event, so
+            // a batch asked at once may come before that commit.
+            let uri = made[0]?.uri
+            #expect(try await eventually(10) {
+                try Self.previews(try await Self.batchEvents(daemon, body))[0].map { !$0.event && $0.uri == uri } == true
+            })
             // Originals (no w/h) get theirs the same way: after done, from the image itself.
             let originals = try await Self.batchEvents(daemon, "{\"urls\":[\"\(origin.url("/file/c1.jpg"))\"],\"preview\":true}")
             #expect(try Self.previews(originals)[0].map { $0.event && !$0.beforeDone } == true, "\(originals.map(\.type))")
