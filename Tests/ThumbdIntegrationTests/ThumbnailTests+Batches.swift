@@ -35,7 +35,10 @@ extension ThumbnailTests {
                 #expect(tile[header: "X-Thumbd-Cache"] == "hit")
                 #expect(try (Self.header(tile).width, Self.header(tile).height) == (120, 120))
             }
-            // Warm: every done carries its stored preview; none is made again.
+            // Warm, once the store has committed what the cold batch made (two originals, two
+            // tiles, two previews; the tiles are answered before their commit): every done
+            // carries its stored preview; none is made again.
+            #expect(try await eventually(10) { daemon.thumbd.store.statistics().objects == 6 })
             let warm = try await Self.batchEvents(daemon, body)
             let stored = try Self.previews(warm)
             #expect(stored.count == 2 && stored.values.allSatisfy { !$0.event })
@@ -72,12 +75,11 @@ extension ThumbnailTests {
             let types = first.map(\.type)
             let made = try Self.previews(first)
             #expect(made[0].map { $0.event && !$0.beforeDone } == true, "\(types)")  // done first, then the preview
-            // Stored: a later batch has it in done. The store commits it after the event, so
-            // a batch asked at once may come before that commit.
-            let uri = made[0]?.uri
-            #expect(try await eventually(10) {
-                try Self.previews(try await Self.batchEvents(daemon, body))[0].map { !$0.event && $0.uri == uri } == true
-            })
+            // Stored (the store commits it after the event: the original, the tile, the preview):
+            // a later batch has it in done.
+            #expect(try await eventually(10) { daemon.thumbd.store.statistics().objects == 3 })
+            let again = try Self.previews(try await Self.batchEvents(daemon, body))
+            #expect(again[0].map { !$0.event && $0.uri == made[0]?.uri } == true)
             // Originals (no w/h) get theirs the same way: after done, from the image itself.
             let originals = try await Self.batchEvents(daemon, "{\"urls\":[\"\(origin.url("/file/c1.jpg"))\"],\"preview\":true}")
             #expect(try Self.previews(originals)[0].map { $0.event && !$0.beforeDone } == true, "\(originals.map(\.type))")
