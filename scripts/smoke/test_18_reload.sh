@@ -36,7 +36,7 @@ grep 'config.reloaded' "$WORK/log" | grep -q 'restart.needed=upstream.threads' |
 [ "$(code "$other_link")" = 502 ] || fail "upstream.maxObjectBytes lowered by the reload: $(code "$other_link")"
 [ "$(code "$new_link")" = 200 ] || fail "the new key after the reload: $(code "$new_link")"
 [ "$(code "$old_link")" = 200 ] || fail "the old key, still listed"
-curl -sI "$new_link" | grep -qi 'X-Thumbd-Cache: hit' || fail "the cache was not kept"
+grep -qi 'X-Thumbd-Cache: hit' <<< "$(curl -sI "$new_link")" || fail "the cache was not kept"
 # Retire A.
 printf 'upstream:\n  allowPrivateNetworks: true\nsigning:\n  keys: [%s]\nlog:\n  file: %s\n' "$KEY_B" "$WORK/log" > "$config"
 kill -HUP "$THUMBD_PID"
