@@ -106,20 +106,6 @@ package final class Thumbd: Service, Sendable {
 
     /// Opens the cache, starts the transfer loops, the processing stage and the server. On
     /// failure whatever was started is stopped again.
-    /// At most this many lines a minute from the libraries under libvips; the next line
-    /// says how many were left out.
-    static let libraryLogLines = 20
-
-    static func level(of level: LibraryLog.Level) -> Logger.Level {
-        switch level {
-        case .error, .critical: .error
-        case .warning: .warning
-        case .message: .notice
-        // GLib's own handler shows these only with G_MESSAGES_DEBUG: libvips says a few per image.
-        case .info, .debug: .debug
-        }
-    }
-
     package func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
         // Each part that starts threads or holds files says how it stops; a start that fails
@@ -140,18 +126,7 @@ package final class Thumbd: Service, Sendable {
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
             allowHosts: configuration.upstream.allowHosts)
-        // libvips's warnings and its libraries' (through GLib) join this log, at most
-        // `libraryLogLines` a minute: a grid of AVIFs can say "ignoring nclx profile" per tile.
-        let libraryLog = RateLimitedLog(linesPerWindow: Self.libraryLogLines, window: .seconds(60))
-        LibraryLog.route { [logger] domain, level, message in
-            let level = Self.level(of: level)
-            guard level >= logger.logLevel else { return }  // before the rate: debug lines use none of it
-            libraryLog.run { suppressed in
-                logger.log(level: level, "library", metadata: [
-                    "library.domain": "\(domain)", "library.message": "\(message)", "log.suppressed": "\(suppressed)",
-                ])
-            }
-        }
+        routeLibraryLog()
         // libvips starts before any thread of ours: its start writes the process environment
         // (VIPSHOME, `Thumbnailer`), and a setenv while another thread reads the environment
         // (libcurl's proxy variables, SQLite's temporary directory) can crash that reader.
