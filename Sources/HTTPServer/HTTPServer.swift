@@ -168,12 +168,12 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The daemon handle: created once, stopped once, used by `HTTPServer` only.
-private struct DaemonPointer: @unchecked Sendable {
+private struct DaemonPointer: @unchecked Sendable {  // a C handle: started once, stopped once, by HTTPServer alone
     let raw: OpaquePointer
 }
 
 /// The C logger struct handed to MHD; it must outlive the daemon, so it is freed in stop().
-private struct LoggerPointer: @unchecked Sendable {
+private struct LoggerPointer: @unchecked Sendable {  // written once before MHD starts, freed once after it stopped
     let raw: UnsafeMutablePointer<thumbd_mhd_logger>
 
     init(core: UnsafeMutableRawPointer) {

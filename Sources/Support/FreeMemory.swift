@@ -11,8 +11,7 @@ import Synchronization
 /// them: in a soak, `malloc_trim` took back 6 to 11 MB each time it was called by hand.
 /// `malloc_trim(0)` releases every whole free page of every arena (`madvise`), keeping
 /// the address space, so a page used again costs one page fault.
-package final class FreeMemory: @unchecked Sendable {
-    // A Dispatch source is thread-safe; it is set up once and cancelled once.
+package final class FreeMemory: @unchecked Sendable {  // the timer, a Dispatch source, is thread-safe (set up once, cancelled once); the count is atomic
     private let timer: any DispatchSourceTimer
     private let runs = Runs()
 
