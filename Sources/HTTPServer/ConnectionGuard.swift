@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
 import Dispatch
+import Glibc
 import Support
 import Synchronization
 
@@ -39,12 +40,43 @@ final class ConnectionGuard: Sendable {
     private enum Phase { case awaiting, receiving, processing, refused }
     private struct Entry {
         var phase: Phase
-        var since: ContinuousClock.Instant
+        /// When it entered `phase`, on the coarse clock (`Self.now`).
+        var since: Int64
+    }
+
+    /// The entries by socket number. The kernel hands out the lowest free number, so the
+    /// numbers stay near the count of open files, and an array indexed by them finds an
+    /// entry without hashing: every request looks here three times.
+    private struct Table {
+        private(set) var slots: [Entry?] = []
+        private(set) var count = 0
+
+        subscript(fd: Int32) -> Entry? {
+            get { fd >= 0 && Int(fd) < slots.count ? slots[Int(fd)] : nil }
+            set {
+                guard fd >= 0 else { return }
+                let index = Int(fd)
+                if index >= slots.count {
+                    guard newValue != nil else { return }
+                    slots.append(contentsOf: repeatElement(nil, count: max(index + 1, 2 * slots.count) - slots.count))
+                }
+                count += (newValue != nil ? 1 : 0) - (slots[index] != nil ? 1 : 0)
+                slots[index] = newValue
+            }
+        }
+    }
+
+    /// Nanoseconds on the monotonic clock as the kernel's tick last set it (a few ms old at
+    /// most): the deadlines here are seconds, and this is read twice a request.
+    private static var now: Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     let limits: Limits
     private let canned: Canned
-    private let entries = Mutex<[Int32: Entry]>([:])
+    private let entries = Mutex(Table())
     private let timer: DeadlineTimer
     private let refusedCount = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
@@ -79,12 +111,12 @@ final class ConnectionGuard: Sendable {
                 refuse(fd, canned.tooManyConnections)
                 return
             }
-            entries[fd] = Entry(phase: .awaiting, since: .now)
+            entries[fd] = Entry(phase: .awaiting, since: Self.now)
         }
     }
 
     func closed(_ fd: Int32) {
-        _ = entries.withLock { $0.removeValue(forKey: fd) }
+        entries.withLock { $0[fd] = nil }
     }
 
     /// A request line arrived; its query is not parsed yet.
@@ -109,10 +141,10 @@ final class ConnectionGuard: Sendable {
             guard let entry = entries[fd], entry.phase != .refused else { return }
             if parameters > limits.maxQueryParameters || nul {
                 refuse(fd, nul ? canned.nulInPath : canned.tooManyParameters)
-                entries[fd] = Entry(phase: .refused, since: .now)
+                entries[fd] = Entry(phase: .refused, since: Self.now)
                 return
             }
-            entries[fd] = Entry(phase: .receiving, since: .now)
+            entries[fd] = Entry(phase: .receiving, since: Self.now)
         }
     }
 
@@ -130,22 +162,25 @@ final class ConnectionGuard: Sendable {
     /// The response was sent: the connection waits for the next request.
     func completed(_ fd: Int32) {
         entries.withLock { entries in
-            if let entry = entries[fd], entry.phase != .refused { entries[fd] = Entry(phase: .awaiting, since: .now) }
+            if let entry = entries[fd], entry.phase != .refused { entries[fd] = Entry(phase: .awaiting, since: Self.now) }
         }
     }
 
     // MARK: Deadlines
 
     private func reap() {
-        let now = ContinuousClock.now
+        let now = Self.now
+        let idle = limits.idleTimeout.nanoseconds, request = limits.requestTimeout.nanoseconds
         entries.withLock { entries in
-            for (fd, entry) in entries {
+            for index in entries.slots.indices {
+                guard let entry = entries.slots[index] else { continue }
                 let expired = switch entry.phase {
-                case .awaiting: now - entry.since > limits.idleTimeout
-                case .receiving: now - entry.since > limits.requestTimeout
+                case .awaiting: now - entry.since > idle
+                case .receiving: now - entry.since > request
                 case .processing, .refused: false
                 }
                 guard expired else { continue }
+                let fd = Int32(index)
                 refuse(fd, entry.phase == .receiving ? canned.requestTimeout : [])
                 entries[fd] = nil
             }

@@ -218,8 +218,9 @@ final class ServerCore: Sendable {
     /// The request headers handlers use, looked up by name rather than all copied: copying
     /// every header into a dictionary was a visible share of a hit's cost.
     private static func headers(_ connection: OpaquePointer, names: [String]) -> [String: String] {
-        var headers: [String: String] = [:]
-        headers.reserveCapacity(names.count)
+        // Sized at its making: `reserveCapacity` is not specialized, and looked up the
+        // dictionary's generic metadata at run time on every request.
+        var headers = [String: String](minimumCapacity: names.count)
         for name in names {
             if let value = name.withCString({ MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }) {
                 headers[name] = String(cString: value)
@@ -248,7 +249,9 @@ final class ValueCollector {
     let only: String
     init(only: String = "") { self.only = only }
     func add(_ key: String, _ value: String) {
-        if values.isEmpty { values.reserveCapacity(8) }  // a /thumb query: url and a few parameters
+        // A /thumb query: url and a few parameters. Made at that size rather than grown by
+        // `reserveCapacity`, which is not specialized (a generic metadata lookup a request).
+        if values.isEmpty { values = Dictionary(minimumCapacity: 8) }
         if values[key] == nil { values[key] = value }  // the first occurrence wins
     }
 }
