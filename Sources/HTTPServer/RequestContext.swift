@@ -6,19 +6,21 @@ import Synchronization
 /// called from any thread. Owned by libmicrohttpd through `req_cls` (one retain, released in
 /// the request-completed callback).
 public final class RequestContext: Sendable, SocketObserver {
+    /// Held for the life of the request, an event stream's included (10,000 at a time):
+    /// Swift lays a struct out in the order written, so the flags sit together at the end.
     private struct State {
-        var started = false
-        var suspended = false
         var response: Response?
-        var finished = false
-        var watchToken: UInt64?
         var goneHandlers: [@Sendable () -> Void] = []
         var body: [UInt8] = []
-        var bodyTooLarge = false
         var extraHeaders: [(String, String)] = []
         /// What `finished` reports: the request as the handler saw it, and what was sent.
         var request: (method: String, path: String, query: [String: String])?
         var sent: (status: Int, headers: [(String, String)], extra: [(String, String)], bytes: Int?)?
+        var watchToken: UInt64?
+        var started = false
+        var suspended = false
+        var finished = false
+        var bodyTooLarge = false
     }
 
     /// When the request's headers were in.

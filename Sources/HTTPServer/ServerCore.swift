@@ -166,7 +166,10 @@ final class ServerCore: Sendable {
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
-            // Chunked for HTTP/1.1, and said so, since the box then writes chunks of its own.
+            // libmicrohttpd frames a body of unknown length as chunked for every HTTP/1.1
+            // request (`Connection: close` included), so the box may write chunks of its own
+            // there; no header of ours says so (each header is three allocations held for the
+            // stream's life, and 10,000 streams held 10,000 copies).
             let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: http11))
             guard let created = MHD_create_response_from_callback(
                 thumbd_mhd_size_unknown, http11 ? Self.chunkedStreamBlockBytes : Self.streamBlockBytes, readStream, box.toOpaque(), freeStream)
@@ -175,7 +178,6 @@ final class ServerCore: Sendable {
                 stream.detach()  // never attached to a connection: let its owner forget it
                 return .NO
             }
-            if http11 { _ = MHD_add_response_header(created, "Transfer-Encoding", "chunked") }
             mhdResponse = created
         } else {
             // No copy: MHD sends from the body's own memory and releases our retain when done.

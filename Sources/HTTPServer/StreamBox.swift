@@ -21,9 +21,9 @@ import Synchronization
 /// suspended (MHD must not write in the middle of our chunk) until the `SocketWatcher` says
 /// there is room; once the chunk is complete, MHD takes over again. MHD also takes over when
 /// the stream ends (it writes the last chunk) and when the client has gone. The response
-/// must really be chunked for this, so it is only done for HTTP/1.1 (`ServerCore.queue`
-/// sets `Transfer-Encoding: chunked`); HTTP/1.0 clients get the plain resume path. It also
-/// relies on MHD speaking plain TCP (no TLS).
+/// must really be chunked for this, so it is only done for HTTP/1.1, where libmicrohttpd
+/// always chunks a body of unknown length (`EventStreamFramingTests`); HTTP/1.0 clients get
+/// the plain resume path. It also relies on MHD speaking plain TCP (no TLS).
 ///
 /// The socket is watched for a hang-up from the first suspension until MHD frees the
 /// response (which it does before it closes the socket).
@@ -34,15 +34,16 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
     private let writesDirectly: Bool
     private let lock = Mutex(Flags())
 
+    /// One per open stream: the flags sit together at the end (Swift keeps the order written).
     private struct Flags {
+        /// The unsent end of a chunk we framed ourselves. While there is one, the connection
+        /// stays suspended and we wait for room to write.
+        var pending: [UInt8] = []
+        var watchToken: UInt64?
         var suspended = false
         var closed = false
         var gone = false
         var watching = false  // registered with the watcher once, for the stream's life
-        var watchToken: UInt64?
-        /// The unsent end of a chunk we framed ourselves. While there is one, the connection
-        /// stays suspended and we wait for room to write.
-        var pending: [UInt8] = []
     }
 
     /// Room for a chunk's size line before the data, and its CRLF after.

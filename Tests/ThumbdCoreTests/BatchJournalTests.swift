@@ -39,7 +39,7 @@ struct BatchJournalTests {
         let journal = BatchJournal.new(id: "b", store: store)
         let batch = Batch(id: "b", items: [(clientID: nil, url: "http://127.0.0.1:1/a.jpg")],
                           progressInterval: .milliseconds(100), delivery: delivery, journal: journal)
-        let reader = EventSubscriber(log: batch.log, lastEventID: nil, retryMilliseconds: 3000) { _ in }
+        let reader = EventSubscriber(log: batch.log, lastEventID: nil, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
         reader.attach(NoWaker())
 
         let events = BatchJournal.block + 20

@@ -24,7 +24,7 @@ struct DeliveryTests {
         let log = EventLog()
         let recorders = (0..<4).map { _ in ThreadRecorder() }
         let subscribers = recorders.map { recorder in
-            let subscriber = EventSubscriber(log: log, lastEventID: nil, retryMilliseconds: 3000) { _ in }
+            let subscriber = EventSubscriber(log: log, lastEventID: nil, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
             subscriber.attach(recorder)
             return subscriber
         }

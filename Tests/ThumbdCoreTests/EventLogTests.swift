@@ -26,7 +26,7 @@ struct EventLogTests {
     }
 
     func subscriber(_ log: EventLog, after id: Int? = nil) -> EventSubscriber {
-        let subscriber = EventSubscriber(log: log, lastEventID: id, retryMilliseconds: 3000) { _ in }
+        let subscriber = EventSubscriber(log: log, lastEventID: id, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
         subscriber.attach(NoWaker())
         return subscriber
     }

@@ -26,11 +26,7 @@ struct BatchHandler: Sendable {
             guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
             let lastEventID = (request.headers["last-event-id"] ?? request.query["lastEventId"]).flatMap { Int($0) }
             let subscriber = registry.subscribe(batch, lastEventID: lastEventID)
-            return .response(Response(status: 200, headers: [
-                ("Content-Type", "text/event-stream; charset=utf-8"),
-                ("Cache-Control", "no-cache"),
-                ("X-Accel-Buffering", "no"),  // tells nginx-style proxies not to buffer the stream
-            ], stream: subscriber))
+            return .response(Response(status: 200, headers: Self.eventStreamHeaders, stream: subscriber))
         case (_, 3) where parts[2] == "events":
             return .response(Router.notAllowed("GET"))
         case ("POST", 3) where parts[2] == "focus":
@@ -64,6 +60,14 @@ struct BatchHandler: Sendable {
             return .error(error)
         }
     }
+
+    /// One array for every event stream: an array literal here would be a new array per
+    /// stream, held for the stream's life (by the access log's record of what was sent).
+    private static let eventStreamHeaders = [
+        ("Content-Type", "text/event-stream; charset=utf-8"),
+        ("Cache-Control", "no-cache"),
+        ("X-Accel-Buffering", "no"),  // tells nginx-style proxies not to buffer the stream
+    ]
 
     private static func notFound(_ id: Substring) -> Response {
         .error(ThumbdError(.batchNotFound, "no batch \(id) (finished batches are kept for a while only)"))

@@ -9,7 +9,7 @@ import Upstream
 /// Every batch, running or recently finished. Starts each item on the same fetcher and
 /// coalescer as `/thumb`; sends keepalives to idle streams; forgets finished batches after
 /// `retentionSeconds`.
-final class BatchRegistry: Sendable {
+final class BatchRegistry: EventStreamOwner {
     let batches = Mutex<[String: Batch]>([:])
     let configuration: BatchConfiguration
     let source: ObjectSource
@@ -23,6 +23,8 @@ final class BatchRegistry: Sendable {
     /// Every open event stream, whether or not its batch is still kept: keepalives reach a
     /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
     let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
+    /// The `retry:` line every stream starts with, shared by all of them.
+    private let preamble: [UInt8]
     /// What each item of a kept batch asks for, to start it again when it comes back on
     /// screen after it was cancelled off it.
     let specs = Mutex<[String: [Int: Item]]>([:])
@@ -34,6 +36,7 @@ final class BatchRegistry: Sendable {
         self.source = source
         self.variants = variants
         self.policy = policy
+        self.preamble = EventSubscriber.preamble(retryMilliseconds: configuration.retryMilliseconds)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         self.timer = TimerBox(timer)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
@@ -192,12 +195,14 @@ final class BatchRegistry: Sendable {
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
-        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, retryMilliseconds: configuration.retryMilliseconds,
-                                         delivery: delivery) {
-            [weak self] id in _ = self?.streams.withLock { $0.removeValue(forKey: id) }
-        }
+        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, preamble: preamble,
+                                         delivery: delivery, owner: self)
         streams.withLock { $0[ObjectIdentifier(subscriber)] = subscriber }
         return subscriber
+    }
+
+    func streamEnded(_ subscriber: ObjectIdentifier) {
+        _ = streams.withLock { $0.removeValue(forKey: subscriber) }
     }
 
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).

@@ -1,37 +1,53 @@
 import HTTPServer
 import Synchronization
 
+/// Who keeps a list of open event streams, and forgets each when it ends.
+protocol EventStreamOwner: AnyObject, Sendable {
+    func streamEnded(_ subscriber: ObjectIdentifier)
+}
+
 /// One `text/event-stream` response reading an `EventLog`: `retry:` first, then every
 /// event from its cursor, a `: keepalive` comment when asked, and the end of the body once
 /// the log is finished, read, and its streams may close (`EventLog.mayClose`). Events
 /// larger than the server's buffer are sent in parts.
 final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable state only under `state`
+    /// What a subscriber keeps while its stream is open, 10,000 streams at a time: offsets
+    /// into bytes shared by every subscriber (the `retry:` line, the farewell), not copies.
     private struct State {
-        var preamble: [UInt8]
         var cursor: Int
         var offset = 0  // bytes of the event at `cursor` already sent
-        var keepalivePending = false
-        /// Shutdown: what is left to send of the `shutdown` event (`lastWords`).
-        var farewell = EventSubscriber.farewell[...]
+        var preambleSent = 0  // bytes of `preamble` already sent
+        /// Shutdown: how much of the `shutdown` event has been sent (`lastWords`).
+        var farewellSent = 0
         var waker: (any StreamWaker)?
+        var keepalivePending = false
         var detached = false
     }
 
     private let log: EventLog
     private let state: Mutex<State>
+    /// The `retry:` line the stream starts with: one array for all of an owner's streams.
+    private let preamble: [UInt8]
     /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
     private let queued = Atomic(false)
-    private let onDetach: @Sendable (ObjectIdentifier) -> Void
+    /// Told when the stream ends, to forget it (nil: nobody keeps a list, in tests).
+    private weak let owner: (any EventStreamOwner)?
     /// Its writer: the lane that wakes it (nil: whoever calls `wake`, in tests without a server).
     private let delivery: Delivery?
 
-    init(log: EventLog, lastEventID: Int?, retryMilliseconds: Int, delivery: Delivery? = nil,
-         onDetach: @escaping @Sendable (ObjectIdentifier) -> Void) {
+    /// `preamble`: the owner's `Self.preamble(retryMilliseconds:)`, made once.
+    init(log: EventLog, lastEventID: Int?, preamble: [UInt8], delivery: Delivery? = nil,
+         owner: (any EventStreamOwner)? = nil) {
         self.log = log
         self.delivery = delivery
-        self.onDetach = onDetach
-        self.state = Mutex(State(preamble: Array("retry: \(retryMilliseconds)\n\n".utf8),
-                                 cursor: log.index(after: lastEventID)))
+        self.owner = owner
+        self.preamble = preamble
+        self.state = Mutex(State(cursor: log.index(after: lastEventID)))
+    }
+
+    /// The bytes an event stream starts with: how long EventSource waits before it reconnects.
+    static func preamble(retryMilliseconds: Int) -> [UInt8] {
+        Array("retry: \(retryMilliseconds)\n\n".utf8)
     }
 
     func attach(_ waker: any StreamWaker) {
@@ -46,7 +62,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         }
         guard first else { return }
         log.unsubscribe(self)
-        onDetach(ObjectIdentifier(self))
+        owner?.streamEnded(ObjectIdentifier(self))
     }
 
     /// Something new in the log (or a keepalive is due): have the connection send it. Called
@@ -71,10 +87,11 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// `shutdown` event goes first.
     func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         state.withLock { state in
-            let count = min(state.farewell.count, buffer.count)
+            let rest = Self.farewell[state.farewellSent...]
+            let count = min(rest.count, buffer.count)
             guard count > 0 else { return 0 }
-            state.farewell.prefix(count).withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
-            state.farewell = state.farewell.dropFirst(count)
+            rest.prefix(count).withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+            state.farewellSent += count
             return count
         }
     }
@@ -105,10 +122,9 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 written += n
                 return n
             }
-            if !state.preamble.isEmpty {
-                let n = put(state.preamble[...])
-                state.preamble.removeFirst(n)
-                if !state.preamble.isEmpty { return .data(written) }
+            if state.preambleSent < preamble.count {
+                state.preambleSent += put(preamble[state.preambleSent...])
+                if state.preambleSent < preamble.count { return .data(written) }
             }
             var finished = false
             while written < buffer.count {
