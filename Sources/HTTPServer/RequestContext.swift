@@ -3,12 +3,16 @@ internal import CMicroHTTPD
 import Synchronization
 
 /// One request's life on a connection: answered at once, or suspended until `respond` is
-/// called from any thread. Owned by libmicrohttpd through `req_cls` (one retain, released in
-/// the request-completed callback).
-public final class RequestContext: Sendable, SocketObserver {
-    /// Held for the life of the request, an event stream's included (10,000 at a time):
-    /// Swift lays a struct out in the order written, so the flags sit together at the end.
-    private struct State {
+/// called from any thread; and when the answer is a stream, that stream's reader and the one
+/// holder of its suspension (`RequestContext+Stream.swift`). Owned by libmicrohttpd through
+/// `req_cls` (one retain, released in the request-completed callback), and for a stream also
+/// through the response (a second retain, released when MHD frees it).
+///
+/// One object per request, whichever way it is answered: 10,000 open event streams hold
+/// 10,000 of them, so it carries no more than the request needs.
+public final class RequestContext: Sendable, SocketObserver, StreamWaker {
+    /// Swift lays a struct out in the order written: the flags sit together at the end.
+    struct State {
         var response: Response?
         var goneHandlers: [@Sendable () -> Void] = []
         var body: [UInt8] = []
@@ -16,20 +20,35 @@ public final class RequestContext: Sendable, SocketObserver {
         /// What `finished` reports: the request as the handler saw it, and what was sent.
         var request: (method: String, path: String, query: [String: String])?
         var sent: (status: Int, headers: [(String, String)], extra: [(String, String)], bytes: Int?)?
+        /// A streamed answer's source, from its queueing until MHD frees the response.
+        var stream: (any ResponseStream)?
+        /// The unsent end of a chunk the stream framed itself. While there is one, the
+        /// connection stays suspended and waits for room to write.
+        var pending: [UInt8] = []
         var watchToken: UInt64?
         var started = false
+        /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
         var suspended = false
         var finished = false
         var bodyTooLarge = false
+        /// The stream may write chunks of its own while suspended (HTTP/1.1: chunked).
+        var writesDirectly = false
+        /// MHD has freed the stream's response.
+        var closed = false
+        /// The stream's client hung up.
+        var gone = false
+        /// The stream's socket is watched (once, for the stream's life).
+        var watching = false
     }
 
     /// When the request's headers were in.
     let started = ContinuousClock.now
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
     /// The MHD connection: used on MHD's threads, except `MHD_resume_connection`, which MHD
-    /// allows from any thread. That is why the raw handle may be shared.
-    private let connection: ConnectionPointer
+    /// allows from any thread, and the socket of a suspended stream (see `wake`). That is
+    /// why the raw handle may be shared.
+    let connection: ConnectionPointer
     unowned let server: ServerCore
 
     init(connection: OpaquePointer, server: ServerCore) {
@@ -40,7 +59,8 @@ public final class RequestContext: Sendable, SocketObserver {
     /// Delivers the response. The first call wins; later ones are ignored.
     public func respond(_ response: Response) {
         state.withLock { state in
-            guard state.response == nil, !state.finished else { return }
+            // Once an answer is queued (a stream's too), nothing replaces it.
+            guard state.response == nil, state.sent == nil, !state.finished else { return }
             state.response = response
             guard state.suspended else { return }  // the server thread will pick it up itself
             state.suspended = false
@@ -124,6 +144,7 @@ public final class RequestContext: Sendable, SocketObserver {
 
     /// The watcher saw the client hang up while suspended.
     func clientGone() {
+        if streamGone() { return }
         let handlers = state.withLock { state -> [@Sendable () -> Void] in
             guard state.suspended, state.response == nil else { return [] }
             state.watchToken = nil  // the watcher dropped it already

@@ -152,8 +152,9 @@ final class ServerCore: Sendable {
     /// The buffer libmicrohttpd allocates inside a streamed response, held for the stream's
     /// life: 10,000 open event streams hold 10,000 of them. Over HTTP/1.1 it is not used at
     /// all: a chunked body is read into the connection's own write buffer (its memory
-    /// pool), and new events mostly go out by the box's own writes (`StreamBox`); such a
-    /// stream gets one byte (libmicrohttpd takes no less). Only an HTTP/1.0 stream reads
+    /// pool), and new events mostly go out by the context's own writes
+    /// (`RequestContext+Stream`); such a stream gets one byte (libmicrohttpd takes no
+    /// less). Only an HTTP/1.0 stream reads
     /// through it, 256 bytes at a time. 16 KB here was 7 KB of resident memory per stream
     /// (70 MB at 10,000 streams); 256 bytes for every stream was 2.5 MB.
     static let streamBlockBytes = 256
@@ -165,17 +166,24 @@ final class ServerCore: Sendable {
         context?.sent(response, extra: extra)
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
-            // Streamed: MHD pulls through `readStream`; the box is released in `freeStream`.
+            // Streamed: MHD pulls through `readStream` from the request's own context, which
+            // the response holds (a retain released in `freeStream`).
             // libmicrohttpd frames a body of unknown length as chunked for every HTTP/1.1
-            // request (`Connection: close` included), so the box may write chunks of its own
-            // there; no header of ours says so (each header is three allocations held for the
-            // stream's life, and 10,000 streams held 10,000 copies).
-            let box = Unmanaged.passRetained(StreamBox(stream: stream, connection: connection, core: core, writesDirectly: http11))
+            // request (`Connection: close` included), so the context may write chunks of its
+            // own there; no header of ours says so (each header is three allocations held for
+            // the stream's life, and 10,000 streams held 10,000 copies).
+            guard let context else {
+                stream.detach()  // only a handler's answer streams, and it has a context
+                return .NO
+            }
+            context.beginStream(stream, writesDirectly: http11)
+            let retained = Unmanaged.passRetained(context)
             guard let created = MHD_create_response_from_callback(
-                thumbd_mhd_size_unknown, http11 ? Self.chunkedStreamBlockBytes : Self.streamBlockBytes, readStream, box.toOpaque(), freeStream)
+                thumbd_mhd_size_unknown, http11 ? Self.chunkedStreamBlockBytes : Self.streamBlockBytes, readStream,
+                retained.toOpaque(), freeStream)
             else {
-                box.release()
-                stream.detach()  // never attached to a connection: let its owner forget it
+                retained.release()
+                context.closeStream()  // never reached a connection: let its owner forget it
                 return .NO
             }
             mhdResponse = created

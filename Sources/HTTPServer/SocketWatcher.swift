@@ -17,7 +17,7 @@ extension SocketObserver {
 
 /// Watches the sockets of suspended connections, which libmicrohttpd does not poll: for the
 /// client hanging up (MHD would only notice at its next write), and, on request, for room
-/// to write (a stream that writes to its socket itself, see `StreamBox`, waits for that
+/// to write (a stream that writes to its socket itself, see `RequestContext+Stream`, waits for that
 /// while the socket is full). One epoll set, one thread; each watch is one shot and
 /// re-armed after it fires.
 final class SocketWatcher: Sendable {

@@ -5,7 +5,7 @@ import Testing
 
 /// An event stream's body is framed by libmicrohttpd (chunked for HTTP/1.1, ended by the
 /// close for HTTP/1.0), but while the connection is suspended thumbd writes its events to the
-/// socket itself, framed as chunks of its own (`StreamBox`). These check that both agree on
+/// socket itself, framed as chunks of its own (`RequestContext+Stream`). These check that both agree on
 /// the framing whatever the request says, with the events written while suspended.
 @Suite("Event-stream framing")
 struct EventStreamFramingTests {

@@ -5,7 +5,7 @@ import Synchronization
 /// Takes events to their subscribers, and is the one writer of every suspended event
 /// stream's socket: only its lanes (threads of its own, one per core) wake a subscriber, and
 /// a woken subscriber writes its socket on the lane's thread while libmicrohttpd has the
-/// connection suspended (`StreamBox`); while it is not suspended, libmicrohttpd's own thread
+/// connection suspended (`RequestContext+Stream`); while it is not suspended, libmicrohttpd's own thread
 /// for the connection does. Whoever produced an event (the transfer loop, the processing
 /// stage, the resize lane, the keepalive timer, the socket watcher, the shutdown) hands the
 /// subscribers here and never writes a socket itself, so none of them stalls on a client.
@@ -14,7 +14,7 @@ import Synchronization
 /// reads every new event when its turn comes), so an item's `progress` and `done` a moment
 /// apart cost most subscribers one write. Lanes take from one queue, a few at a time, so a
 /// lane that the kernel runs late leaves its share to the others; two lanes never write one
-/// socket at once (the stream's own lock, `StreamBox`).
+/// socket at once (the lock of the stream's `RequestContext`).
 final class Delivery: Sendable {
     private struct State {
         var queue: [EventSubscriber] = []

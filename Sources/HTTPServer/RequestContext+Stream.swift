@@ -3,10 +3,10 @@ internal import CMicroHTTPD
 import Glibc
 import Synchronization
 
-/// Connects a `ResponseStream` to one MHD connection. MHD calls `read` from its content
-/// reader; with nothing to send the connection is suspended right there (returning 0
-/// without suspending would make MHD spin). Both sides take the box's lock, so a wake can
-/// never fall between "nothing to send" and "suspended".
+/// A streamed answer: MHD calls `read` from its content reader; with nothing to send the
+/// connection is suspended right there (returning 0 without suspending would make MHD
+/// spin). Both sides take the context's lock, so a wake can never fall between "nothing to
+/// send" and "suspended".
 ///
 /// **A wake writes directly.** It does not resume the connection just to have MHD call the
 /// reader and send a few hundred bytes: while the connection is suspended MHD does not touch
@@ -27,35 +27,18 @@ import Synchronization
 ///
 /// The socket is watched for a hang-up from the first suspension until MHD frees the
 /// response (which it does before it closes the socket).
-final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mutable state only under `lock`
-    private let stream: any ResponseStream
-    private let connection: ConnectionPointer
-    private unowned let core: ServerCore
-    private let writesDirectly: Bool
-    private let lock = Mutex(Flags())
-
-    /// One per open stream: the flags sit together at the end (Swift keeps the order written).
-    private struct Flags {
-        /// The unsent end of a chunk we framed ourselves. While there is one, the connection
-        /// stays suspended and we wait for room to write.
-        var pending: [UInt8] = []
-        var watchToken: UInt64?
-        var suspended = false
-        var closed = false
-        var gone = false
-        var watching = false  // registered with the watcher once, for the stream's life
-    }
-
+extension RequestContext {
     /// Room for a chunk's size line before the data, and its CRLF after.
     private static let chunkHead = 8, chunkTail = 2
     /// The most one direct write carries.
     private static let directChunk = 16 * 1024
 
-    init(stream: any ResponseStream, connection: OpaquePointer, core: ServerCore, writesDirectly: Bool) {
-        self.stream = stream
-        self.connection = ConnectionPointer(raw: connection)
-        self.core = core
-        self.writesDirectly = writesDirectly
+    /// The answer is `stream`, about to be queued: it reads through this context from now on.
+    func beginStream(_ stream: any ResponseStream, writesDirectly: Bool) {
+        state.withLock { state in
+            state.stream = stream
+            state.writesDirectly = writesDirectly
+        }
         stream.attach(self)
     }
 
@@ -63,60 +46,61 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
     /// has gone: MHD's last write then fails quietly), or -2 to drop the connection when a
     /// chunk of ours was left half-sent (shutdown, or the client gone mid-chunk).
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        lock.withLock { flags -> Int in
-            if !flags.pending.isEmpty { return -2 }
-            if flags.gone { return -1 }
+        state.withLock { state -> Int in
+            if !state.pending.isEmpty { return -2 }
+            guard !state.gone, let stream = state.stream else { return -1 }
             switch stream.read(into: buffer) {
             case .data(let count): return count
             case .end: return -1
             case .wait:
                 // During shutdown nothing may stay suspended: end the stream instead, after
                 // its last words (for an event stream, the event that says it will reconnect).
-                guard !flags.closed, core.beginSuspension() else {
+                guard !state.closed, server.beginSuspension() else {
                     let count = stream.lastWords(into: buffer)
                     return count > 0 ? count : -1
                 }
                 MHD_suspend_connection(connection.raw)
-                flags.suspended = true
+                state.suspended = true
                 // A suspended connection does not notice its client leaving; we watch for it.
-                if !flags.watching {
-                    flags.watching = true
+                if !state.watching {
+                    state.watching = true
                     let fd = thumbd_mhd_connection_fd(connection.raw)
-                    if fd >= 0 { flags.watchToken = core.watcher.watch(fd: fd, observer: self) }
+                    if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) }
                 }
                 return 0
             }
         }
     }
 
-    /// Something new to send, or room to finish a chunk: write it while suspended, or hand
-    /// the connection back to MHD. Called on the stream's one writer thread (its owner
-    /// decides which: `ResponseStream.socketHasRoom`), never on the watcher's.
-    func wake() {
-        lock.withLock { flags in
-            guard flags.suspended else { return }  // MHD has it and will ask the reader
+    /// Something new for the stream to send, or room to finish a chunk: write it while
+    /// suspended, or hand the connection back to MHD. Called on the stream's one writer
+    /// thread (its owner decides which: `ResponseStream.socketHasRoom`), never on the
+    /// watcher's.
+    public func wake() {
+        state.withLock { state in
+            guard state.suspended, state.stream != nil else { return }  // MHD has it and will ask the reader
             // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
-            if flags.closed || flags.gone || core.isRefusing { return resume(&flags) }
-            if !flags.pending.isEmpty {
+            if state.closed || state.gone || server.isRefusing { return resumeStream(&state) }
+            if !state.pending.isEmpty {
                 // The rest of a chunk first; once it is out, MHD carries on.
                 let fd = thumbd_mhd_connection_fd(connection.raw)
-                let pending = flags.pending
-                flags.pending = []
-                if pending.withUnsafeBytes({ send($0, to: fd, &flags) }) { resume(&flags) }
+                let pending = state.pending
+                state.pending = []
+                if pending.withUnsafeBytes({ send($0, to: fd, &state) }) { resumeStream(&state) }
                 return
             }
-            if writesDirectly, flags.watchToken != nil {
-                writeDirectly(&flags)
+            if state.writesDirectly, state.watchToken != nil {
+                writeDirectly(&state)
             } else {
-                resume(&flags)
+                resumeStream(&state)
             }
         }
     }
 
     /// Sends what the stream has, chunk by chunk, to the suspended connection's socket.
-    private func writeDirectly(_ flags: inout Flags) {
+    private func writeDirectly(_ state: inout State) {
         let fd = thumbd_mhd_connection_fd(connection.raw)
-        guard fd >= 0 else { return resume(&flags) }
+        guard fd >= 0, let stream = state.stream else { return resumeStream(&state) }
         withUnsafeTemporaryAllocation(byteCount: Self.directChunk, alignment: 1) { frame in
             let room = UnsafeMutableRawBufferPointer(
                 rebasing: frame[Self.chunkHead..<(Self.directChunk - Self.chunkTail)])
@@ -125,7 +109,7 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
                 case .wait:
                     return  // all sent; stay suspended
                 case .end:
-                    return resume(&flags)  // MHD writes the last chunk
+                    return resumeStream(&state)  // MHD writes the last chunk
                 case .data(let count):
                     // "<size in hex>\r\n<data>\r\n", the size line right before the data.
                     let sizeLine = Array((String(count, radix: 16) + "\r\n").utf8)
@@ -135,7 +119,7 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
                     frame[end - 2] = 13
                     frame[end - 1] = 10
                     let chunk = UnsafeRawBufferPointer(rebasing: frame[start..<end])
-                    guard send(chunk, to: fd, &flags) else { return }
+                    guard send(chunk, to: fd, &state) else { return }
                 }
             }
         }
@@ -143,63 +127,68 @@ final class StreamBox: StreamWaker, SocketObserver, @unchecked Sendable {  // mu
 
     /// Sends `bytes` without blocking. True when all went; otherwise the rest is pending and
     /// we wait for room (or the client is gone and MHD ends the connection).
-    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ flags: inout Flags) -> Bool {
+    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ state: inout State) -> Bool {
         let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
         if sent == bytes.count { return true }
         if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-            flags.gone = true  // reset or broken
-            resume(&flags)
+            state.gone = true  // reset or broken
+            resumeStream(&state)
             return false
         }
-        flags.pending = Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...]))
-        if let token = flags.watchToken { core.watcher.awaitWritable(token) }
+        state.pending = Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...]))
+        if let token = state.watchToken { server.watcher.awaitWritable(token) }
         return false
     }
 
     /// The socket has room again (on the watcher's thread): the stream's writer finishes
     /// our chunk (`wake`), then lets MHD carry on.
     func socketWritable() {
-        let waiting = lock.withLock { flags in flags.suspended && !flags.pending.isEmpty }
-        if waiting { stream.socketHasRoom(self) }
+        let stream = state.withLock { state in state.suspended && !state.pending.isEmpty ? state.stream : nil }
+        stream?.socketHasRoom(self)
     }
 
-    /// The client hung up: end the stream now (if it is suspended) rather than at the next
-    /// keepalive, so its resources go at once.
-    func clientGone() {
-        lock.withLock { flags in
-            flags.watchToken = nil  // the watcher dropped it already
-            flags.gone = true
-            resume(&flags)
+    /// The client hung up while a stream was suspended: end the stream now rather than at
+    /// the next keepalive, so its resources go at once. False when no stream is open (the
+    /// request still waits for its answer).
+    func streamGone() -> Bool {
+        state.withLock { state in
+            guard state.stream != nil else { return false }
+            state.watchToken = nil  // the watcher dropped it already
+            state.gone = true
+            resumeStream(&state)
+            return true
         }
     }
 
-    private func resume(_ flags: inout Flags) {
-        guard flags.suspended else { return }
-        flags.suspended = false
+    private func resumeStream(_ state: inout State) {
+        guard state.suspended else { return }
+        state.suspended = false
         MHD_resume_connection(connection.raw)
-        core.didResume()
+        server.didResume()
     }
 
     /// MHD is done with the response (sent, or the client left). It has not closed the
     /// socket yet, so this is the last moment to stop watching it.
-    func close() {
-        lock.withLock { flags in
-            flags.closed = true
-            if let token = flags.watchToken { core.watcher.unwatch(token) }
-            flags.watchToken = nil
+    func closeStream() {
+        let stream = state.withLock { state -> (any ResponseStream)? in
+            state.closed = true
+            if let token = state.watchToken { server.watcher.unwatch(token) }
+            state.watchToken = nil
+            defer { state.stream = nil }
+            return state.stream
         }
-        stream.detach()
+        stream?.detach()
     }
 }
 
 let readStream: MHD_ContentReaderCallback = { cls, _, buffer, max in
     guard let cls, let buffer else { return -1 }
-    let box = Unmanaged<StreamBox>.fromOpaque(cls).takeUnretainedValue()
-    return box.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
+    let context = Unmanaged<RequestContext>.fromOpaque(cls).takeUnretainedValue()
+    return context.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
 }
 
 let freeStream: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
-    let box = Unmanaged<StreamBox>.fromOpaque(cls).takeRetainedValue()
-    box.close()
+    let context = Unmanaged<RequestContext>.fromOpaque(cls).takeRetainedValue()
+    context.closeStream()
 }
