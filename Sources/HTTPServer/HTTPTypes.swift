@@ -153,7 +153,7 @@ public struct Exchange: Sendable {
     public var status: Int
     /// The answer's headers: the handler's, and those added through the context.
     public var headers: [(String, String)]
-    public var extraHeaders: [(String, String)] = []
+    public var extraHeaders = ExtraHeaders()
     /// The body's length; nil for a streamed body.
     public var bodyBytes: Int?
     /// When the request's headers had been read.
@@ -176,7 +176,41 @@ public struct Exchange: Sendable {
     public func duration(until now: ContinuousClock.Instant = .now) -> Duration { now - started }
 
     public func header(_ name: String) -> String? {
-        (headers.first { $0.0.caseInsensitiveCompare(name) } ?? extraHeaders.first { $0.0.caseInsensitiveCompare(name) })?.1
+        headers.first { $0.0.caseInsensitiveCompare(name) }?.1 ?? extraHeaders.value(named: name)
+    }
+}
+
+/// Headers a request's answer carries whatever it is, added by the handler's own steps (the
+/// request id, CORS). Nearly every request adds exactly one: it is held inline, and an array
+/// is made only past it. Every request, and every open event stream, holds one of these.
+public struct ExtraHeaders: Sendable {
+    private var first: (String, String)?
+    private var rest: [(String, String)] = []
+
+    public init(_ headers: [(String, String)] = []) {
+        append(contentsOf: headers)
+    }
+
+    public mutating func append(_ name: String, _ value: String) {
+        if first == nil { first = (name, value) } else { rest.append((name, value)) }
+    }
+
+    public mutating func append(contentsOf headers: [(String, String)]) {
+        for (name, value) in headers { append(name, value) }
+    }
+
+    /// Each header, in the order added.
+    public func forEach(_ body: (String, String) -> Void) {
+        guard let first else { return }
+        body(first.0, first.1)
+        for (name, value) in rest { body(name, value) }
+    }
+
+    /// The value of the first header named `name` (any case).
+    public func value(named name: String) -> String? {
+        guard let first else { return nil }
+        if first.0.caseInsensitiveCompare(name) { return first.1 }
+        return rest.first { $0.0.caseInsensitiveCompare(name) }?.1
     }
 }
 

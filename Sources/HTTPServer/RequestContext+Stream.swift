@@ -65,7 +65,7 @@ extension RequestContext {
                 if !state.watching {
                     state.watching = true
                     let fd = thumbd_mhd_connection_fd(connection.raw)
-                    if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) }
+                    if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
                 }
                 return 0
             }
@@ -89,7 +89,7 @@ extension RequestContext {
                 if pending.withUnsafeBytes({ send($0, to: fd, &state) }) { resumeStream(&state) }
                 return
             }
-            if state.writesDirectly, state.watchToken != nil {
+            if state.writesDirectly, state.watchToken != 0 {
                 writeDirectly(&state)
             } else {
                 resumeStream(&state)
@@ -136,7 +136,7 @@ extension RequestContext {
             return false
         }
         state.pending = Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...]))
-        if let token = state.watchToken { server.watcher.awaitWritable(token) }
+        if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
         return false
     }
 
@@ -153,7 +153,7 @@ extension RequestContext {
     func streamGone() -> Bool {
         state.withLock { state in
             guard state.stream != nil else { return false }
-            state.watchToken = nil  // the watcher dropped it already
+            state.watchToken = 0  // the watcher dropped it already
             state.gone = true
             resumeStream(&state)
             return true
@@ -172,8 +172,8 @@ extension RequestContext {
     func closeStream() {
         let stream = state.withLock { state -> (any ResponseStream)? in
             state.closed = true
-            if let token = state.watchToken { server.watcher.unwatch(token) }
-            state.watchToken = nil
+            if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
+            state.watchToken = 0
             defer { state.stream = nil }
             return state.stream
         }

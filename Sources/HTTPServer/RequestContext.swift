@@ -13,19 +13,23 @@ import Synchronization
 public final class RequestContext: Sendable, SocketObserver, StreamWaker {
     /// Swift lays a struct out in the order written: the flags sit together at the end.
     struct State {
-        var response: Response?
+        /// An answer given by `respond` while suspended, until MHD asks for it (boxed: the
+        /// rest of the request's life does not carry its room).
+        var response: Answer?
         var goneHandlers: [@Sendable () -> Void] = []
         var body: [UInt8] = []
-        var extraHeaders: [(String, String)] = []
-        /// What `finished` reports: the request as the handler saw it, and what was sent.
+        var extraHeaders = ExtraHeaders()
+        /// What `finished` reports: the request as the handler saw it, and what was sent
+        /// (with the extra headers, always sent with it).
         var request: (method: String, path: String, query: [String: String])?
-        var sent: (status: Int, headers: [(String, String)], extra: [(String, String)], bytes: Int?)?
         /// A streamed answer's source, from its queueing until MHD frees the response.
         var stream: (any ResponseStream)?
         /// The unsent end of a chunk the stream framed itself. While there is one, the
         /// connection stays suspended and waits for room to write.
         var pending: [UInt8] = []
-        var watchToken: UInt64?
+        /// The socket watcher's token for this connection; 0: not watched.
+        var watchToken: UInt64 = 0
+        var sent: (status: Int, headers: [(String, String)], bytes: Int?)?
         var started = false
         /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
         var suspended = false
@@ -51,6 +55,11 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
     let connection: ConnectionPointer
     unowned let server: ServerCore
 
+    final class Answer: Sendable {
+        let response: Response
+        init(_ response: Response) { self.response = response }
+    }
+
     init(connection: OpaquePointer, server: ServerCore) {
         self.connection = ConnectionPointer(raw: connection)
         self.server = server
@@ -61,24 +70,29 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
         state.withLock { state in
             // Once an answer is queued (a stream's too), nothing replaces it.
             guard state.response == nil, state.sent == nil, !state.finished else { return }
-            state.response = response
+            state.response = Answer(response)
             guard state.suspended else { return }  // the server thread will pick it up itself
             state.suspended = false
-            if let token = state.watchToken {
-                server.watcher.unwatch(token)  // before resuming: MHD may then close the socket
-                state.watchToken = nil
+            if state.watchToken != 0 {
+                server.watcher.unwatch(state.watchToken)  // before resuming: MHD may then close the socket
+                state.watchToken = 0
             }
             MHD_resume_connection(connection.raw)
             server.didResume()
         }
     }
 
-    /// Headers added to whatever response this request gets, now or later (CORS).
-    public func addResponseHeaders(_ headers: [(String, String)]) {
-        state.withLock { $0.extraHeaders += headers }
+    /// A header added to whatever response this request gets, now or later (the request id).
+    public func addResponseHeader(_ name: String, _ value: String) {
+        state.withLock { $0.extraHeaders.append(name, value) }
     }
 
-    var extraHeaders: [(String, String)] { state.withLock { $0.extraHeaders } }
+    /// Headers added to whatever response this request gets, now or later (CORS).
+    public func addResponseHeaders(_ headers: [(String, String)]) {
+        state.withLock { $0.extraHeaders.append(contentsOf: headers) }
+    }
+
+    var extraHeaders: ExtraHeaders { state.withLock { $0.extraHeaders } }
 
     /// Runs `handler` if the client goes away while this request waits. Registered by the
     /// handler before it returns `.suspend`.
@@ -121,7 +135,7 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
     func takeResponse() -> Response? {
         state.withLock { state in
             defer { state.response = nil }
-            return state.response
+            return state.response?.response
         }
     }
 
@@ -135,7 +149,7 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
             MHD_suspend_connection(connection.raw)
             state.suspended = true
             let fd = thumbd_mhd_connection_fd(connection.raw)
-            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) }
+            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
             return .suspended
         }
         if outcome == .refused { abandon() }
@@ -147,7 +161,7 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
         if streamGone() { return }
         let handlers = state.withLock { state -> [@Sendable () -> Void] in
             guard state.suspended, state.response == nil else { return [] }
-            state.watchToken = nil  // the watcher dropped it already
+            state.watchToken = 0  // the watcher dropped it already
             defer { state.goneHandlers.removeAll() }
             return state.goneHandlers
         }
@@ -171,9 +185,9 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
         state.withLock { $0.request = (request.method, request.path, request.query) }
     }
 
-    /// The answer queued for it (its headers include the context's extra ones).
-    func sent(_ response: Response, extra: [(String, String)]) {
-        state.withLock { $0.sent = (response.status, response.headers, extra, response.stream == nil ? (response.status == 304 ? 0 : response.body.count) : nil) }
+    /// The answer queued for it (sent with the context's extra headers).
+    func sent(_ response: Response) {
+        state.withLock { $0.sent = (response.status, response.headers, response.stream == nil ? (response.status == 304 ? 0 : response.body.count) : nil) }
     }
 
     /// The connection is done with this request: what it was and what it got, if it
@@ -181,13 +195,13 @@ public final class RequestContext: Sendable, SocketObserver, StreamWaker {
     func finish() -> Exchange? {
         state.withLock { state -> Exchange? in
             state.finished = true
-            if let token = state.watchToken { server.watcher.unwatch(token) }
-            state.watchToken = nil
+            if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
+            state.watchToken = 0
             guard let request = state.request else { return nil }
-            let sent = state.sent ?? (499, [], [], 0)
+            let sent = state.sent ?? (499, [], 0)
             var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
                                     headers: sent.headers, bodyBytes: sent.bytes, started: started)
-            exchange.extraHeaders = sent.extra
+            if state.sent != nil { exchange.extraHeaders = state.extraHeaders }
             return exchange
         }
     }

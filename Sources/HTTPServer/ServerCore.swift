@@ -94,7 +94,7 @@ final class ServerCore: Sendable {
             // with a close; otherwise only record it. Answering now would cost keep-alive.
             if let refusal = Self.framingError(connection, http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
                                                maxBodyBytes: maxBodyBytes) {
-                return Self.queue(handler.render(refusal), on: connection, core: self, extra: [("Connection", "close")])
+                return Self.queue(handler.render(refusal), on: connection, core: self, extra: ExtraHeaders([("Connection", "close")]))
             }
             let context = RequestContext(connection: connection, server: self)
             slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
@@ -128,7 +128,9 @@ final class ServerCore: Sendable {
                 switch context.suspend() {
                 case .suspended: return .YES
                 case .alreadyAnswered: break
-                case .refused: return Self.queue(handler.render(.shuttingDown), on: connection, core: self, context: context)
+                case .refused:
+                    return Self.queue(handler.render(.shuttingDown), on: connection, core: self, extra: context.extraHeaders,
+                                      context: context)
                 }
             }
         }
@@ -161,9 +163,9 @@ final class ServerCore: Sendable {
     static let chunkedStreamBlockBytes = 1
 
     private static func queue(_ response: Response, on connection: OpaquePointer, core: ServerCore,
-                              extra: [(String, String)] = [], http11: Bool = false,
+                              extra: ExtraHeaders = ExtraHeaders(), http11: Bool = false,
                               context: RequestContext? = nil) -> MHD_Result {
-        context?.sent(response, extra: extra)
+        context?.sent(response)
         let mhdResponse: OpaquePointer
         if let stream = response.stream {
             // Streamed: MHD pulls through `readStream` from the request's own context, which
@@ -200,7 +202,7 @@ final class ServerCore: Sendable {
         }
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers { addHeader(mhdResponse, name, value) }
-        for (name, value) in extra { addHeader(mhdResponse, name, value) }
+        extra.forEach { name, value in addHeader(mhdResponse, name, value) }
         if let name = core.serverHeader { addHeader(mhdResponse, "Server", name) }
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }

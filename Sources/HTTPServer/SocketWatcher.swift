@@ -45,7 +45,7 @@ final class SocketWatcher: Sendable {
         thread.start()
     }
 
-    /// Starts watching `fd` for a hang-up; returns the token to stop watching it.
+    /// Starts watching `fd` for a hang-up; returns the token to stop watching it (never 0).
     func watch(fd: Int32, observer: any SocketObserver) -> UInt64? {
         watched.withLock { state -> UInt64? in
             state.next += 1

@@ -25,7 +25,7 @@ struct Router: HTTPHandler {
     func handle(_ request: Request, context: RequestContext) -> HandlerResult {
         // The id goes into the answer, the access line and every log line the request causes.
         let id = requestIDs.id(for: request)
-        context.addResponseHeaders([("X-Request-Id", id)])
+        context.addResponseHeader("X-Request-Id", id)
         if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }
