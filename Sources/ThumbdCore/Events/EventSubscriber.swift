@@ -12,13 +12,15 @@ protocol EventStreamOwner: AnyObject, Sendable {
 /// larger than the server's buffer are sent in parts.
 final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable state only under `state`
     /// What a subscriber keeps while its stream is open, 10,000 streams at a time: offsets
-    /// into bytes shared by every subscriber (the `retry:` line, the farewell), not copies.
+    /// into bytes shared by every subscriber (the `retry:` line, the farewell), not copies,
+    /// each as wide as what it counts, in an order that leaves no padding (Swift lays fields
+    /// out as written).
     private struct State {
         var cursor: Int
-        var offset = 0  // bytes of the event at `cursor` already sent
-        var preambleSent = 0  // bytes of `preamble` already sent
+        var offset: Int32 = 0  // bytes of the event at `cursor` already sent
+        var preambleSent: UInt16 = 0  // bytes of `preamble` already sent (a `retry:` line)
         /// Shutdown: how much of the `shutdown` event has been sent (`lastWords`).
-        var farewellSent = 0
+        var farewellSent: UInt16 = 0
         var waker: (any StreamWaker)?
         var keepalivePending = false
         var detached = false
@@ -26,10 +28,11 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
 
     private let log: EventLog
     private let state: Mutex<State>
+    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once. (Here,
+    /// in the room the lock's state leaves before the next word.)
+    private let queued = Atomic(false)
     /// The `retry:` line the stream starts with: one array for all of an owner's streams.
     private let preamble: [UInt8]
-    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once.
-    private let queued = Atomic(false)
     /// Told when the stream ends, to forget it (nil: nobody keeps a list, in tests).
     private weak let owner: (any EventStreamOwner)?
     /// Its writer: the lane that wakes it (nil: whoever calls `wake`, in tests without a server).
@@ -47,7 +50,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
 
     /// The bytes an event stream starts with: how long EventSource waits before it reconnects.
     static func preamble(retryMilliseconds: Int) -> [UInt8] {
-        Array("retry: \(retryMilliseconds)\n\n".utf8)
+        Array("retry: \(retryMilliseconds)\n\n".utf8)  // well under 64 KB: counted in a UInt16
     }
 
     func attach(_ waker: any StreamWaker) {
@@ -87,11 +90,11 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// `shutdown` event goes first.
     func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         state.withLock { state in
-            let rest = Self.farewell[state.farewellSent...]
+            let rest = Self.farewell[Int(state.farewellSent)...]
             let count = min(rest.count, buffer.count)
             guard count > 0 else { return 0 }
             rest.prefix(count).withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
-            state.farewellSent += count
+            state.farewellSent += UInt16(count)
             return count
         }
     }
@@ -123,7 +126,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 return n
             }
             if state.preambleSent < preamble.count {
-                state.preambleSent += put(preamble[state.preambleSent...])
+                state.preambleSent += UInt16(put(preamble[Int(state.preambleSent)...]))
                 if state.preambleSent < preamble.count { return .data(written) }
             }
             var finished = false
@@ -132,8 +135,8 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 finished = done
                 if events.isEmpty { break }
                 for event in events {
-                    let n = put(event.text[(event.text.startIndex + state.offset)...])  // a slice of a shared buffer once compacted
-                    state.offset += n
+                    let n = put(event.text[(event.text.startIndex + Int(state.offset))...])  // a slice of a shared buffer once compacted
+                    state.offset += Int32(n)
                     guard state.offset == event.text.count else { return .data(written) }  // buffer full mid-event
                     state.offset = 0
                     state.cursor += 1
