@@ -165,17 +165,21 @@ def scenario_streams(servers, origin, seconds, rounds, work):
         rows.append((label, "thumbd idle, before any stream: RSS MB", proc_status(idle.pids)[1], None))
     finally:
         idle.stop()
-    for pool in (8192, 4096):
-        rss, per_stream = mhd_streams(pool)
+    for pool, answer in ((8192, None), (4096, None), (8192, "thumbd")):
+        rss, per_stream = mhd_streams(pool, answer)
         floor = label + ", libmicrohttpd alone (scripts/mhdstreams.c), pool %d bytes" % pool
+        if answer:
+            # libmicrohttpd's own part of thumbd's answer: its five headers, its 1-byte block.
+            floor += ", with thumbd's headers"
         rows.append((floor, "RSS MB", rss, None))
         rows.append((floor, "KB per stream", per_stream, None))
     return rows
 
 
-def mhd_streams(pool, count=10000):
+def mhd_streams(pool, answer=None, count=10000):
     """RSS MB of scripts/mhdstreams.c holding `count` streams, and KB per stream over its idle RSS."""
-    proc = subprocess.Popen([compiled("mhdstreams", ["libmicrohttpd"]), str(pool), "2"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([compiled("mhdstreams", ["libmicrohttpd"]), str(pool), "2"] + ([answer] if answer else []),
+                            stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
         baseline = proc_status([proc.pid])[1]

@@ -4,9 +4,11 @@
  * a streamed chunked response with a 256-byte block), answering every request with an
  * event-stream head and a `retry:` line, then holding the stream open, suspended, with
  * nothing else: what each open stream costs before a server built on libmicrohttpd 0.9.75
- * keeps anything of its own.
+ * keeps anything of its own. With `thumbd`, the answer is libmicrohttpd's part of thumbd's:
+ * the five headers thumbd sends on an event stream (each one three allocations that
+ * libmicrohttpd holds for the stream's life) and the 1-byte block it streams HTTP/1.1 with.
  *
- *   mhdstreams POOL_BYTES THREADS   prints the port, then serves until killed
+ *   mhdstreams POOL_BYTES THREADS [thumbd]   prints the port, then serves until killed
  */
 #include <microhttpd.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 
 static const char hello[] = "retry: 3000\n\n";
 static int started;
+static int as_thumbd;
 
 struct stream { struct MHD_Connection *connection; int sent; };
 
@@ -39,16 +42,32 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *connection, cons
     if (*slot == NULL) { *slot = &started; return MHD_YES; }
     struct stream *stream = calloc(1, sizeof *stream);
     stream->connection = connection;
-    struct MHD_Response *response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, read_stream, stream, free_stream);
-    MHD_add_response_header(response, "Content-Type", "text/event-stream");
-    MHD_add_response_header(response, "Cache-Control", "no-store");
+    struct MHD_Response *response =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, as_thumbd ? 1 : 256, read_stream, stream, free_stream);
+    if (as_thumbd) {
+        static unsigned long next;
+        char id[17];
+        snprintf(id, sizeof id, "%07lx%08lx", 0xdb078f3UL, ++next);  /* as long as thumbd's ids */
+        MHD_add_response_header(response, "Content-Type", "text/event-stream");
+        MHD_add_response_header(response, "Cache-Control", "no-cache");
+        MHD_add_response_header(response, "X-Accel-Buffering", "no");
+        MHD_add_response_header(response, "X-Request-Id", id);
+        MHD_add_response_header(response, "Server", "thumbd");
+    } else {
+        MHD_add_response_header(response, "Content-Type", "text/event-stream");
+        MHD_add_response_header(response, "Cache-Control", "no-store");
+    }
     enum MHD_Result result = MHD_queue_response(connection, MHD_HTTP_OK, response);
     MHD_destroy_response(response);
     return result;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: mhdstreams POOL_BYTES THREADS\n"); return 2; }
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "thumbd") == 0)) {
+        fprintf(stderr, "usage: mhdstreams POOL_BYTES THREADS [thumbd]\n");
+        return 2;
+    }
+    as_thumbd = argc == 4;
     struct MHD_Daemon *daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, answer, NULL,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)atoi(argv[2]),

@@ -20,9 +20,11 @@ final class BatchRegistry: EventStreamOwner {
     /// The lanes that write events to many streams at once; stopped with the registry.
     let delivery = Delivery()
     let signer: URLSigner
-    /// Every open event stream, whether or not its batch is still kept: keepalives reach a
-    /// stream whose batch was dropped (retention, or the kept-memory budget) until it ends.
-    let streams = Mutex<[ObjectIdentifier: EventSubscriber]>([:])
+    /// The log of every open event stream, whether or not its batch is still kept: keepalives
+    /// reach a stream whose batch was dropped (retention, or the kept-memory budget) until it
+    /// ends. A log and how many streams read it, so that 10,000 streams on 100 batches are
+    /// 100 entries here (the streams themselves are the logs' subscribers).
+    let streams = Mutex<[ObjectIdentifier: (log: EventLog, count: Int)]>([:])
     /// The `retry:` line every stream starts with, shared by all of them.
     private let preamble: [UInt8]
     /// What each item of a kept batch asks for, to start it again when it comes back on
@@ -46,7 +48,13 @@ final class BatchRegistry: EventStreamOwner {
     }
 
     /// Open event streams (for tests, metrics and shutdown).
-    var openStreams: Int { streams.withLock { $0.count } }
+    var openStreams: Int { streams.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Every stream reading a log of `streams` (those not yet attached to their connection
+    /// are not among them: they start with what there is).
+    private var openSubscribers: [EventSubscriber] {
+        streams.withLock { $0.values.map(\.log) }.flatMap(\.subscriberList)
+    }
 
     /// Batches still running, and all kept (running or recently finished).
     var counts: (running: Int, kept: Int) {
@@ -197,12 +205,16 @@ final class BatchRegistry: EventStreamOwner {
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
         let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, preamble: preamble,
                                          delivery: delivery, owner: self)
-        streams.withLock { $0[ObjectIdentifier(subscriber)] = subscriber }
+        streams.withLock { $0[ObjectIdentifier(batch.log), default: (batch.log, 0)].count += 1 }
         return subscriber
     }
 
-    func streamEnded(_ subscriber: ObjectIdentifier) {
-        _ = streams.withLock { $0.removeValue(forKey: subscriber) }
+    func streamEnded(on log: EventLog) {
+        streams.withLock { streams in
+            let key = ObjectIdentifier(log)
+            guard let entry = streams[key] else { return }
+            if entry.count > 1 { streams[key]?.count -= 1 } else { streams.removeValue(forKey: key) }
+        }
     }
 
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
@@ -210,7 +222,7 @@ final class BatchRegistry: EventStreamOwner {
         timer.cancel()
         // Each one sends what it has left; then, with nothing more, the server ends it after
         // its `shutdown` event (`EventSubscriber.lastWords`).
-        delivery.wake(streams.withLock { Array($0.values) })
+        delivery.wake(openSubscribers)
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so
@@ -228,7 +240,7 @@ final class BatchRegistry: EventStreamOwner {
     func tick() {
         pruneFinished()
         pruneJournals()
-        delivery.wake(streams.withLock { Array($0.values) }, keepalive: true)
+        delivery.wake(openSubscribers, keepalive: true)
     }
 }
 

@@ -181,6 +181,7 @@ package final class EventLog: Sendable {
     var count: Int { state.withLock { $0.events.count } }
     var isFinished: Bool { state.withLock { $0.finished } }
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    var subscriberList: [EventSubscriber] { state.withLock { Array($0.subscribers.values) } }
 
     /// The index of the first event after `lastEventID` (0 for everything). Ids increase
     /// but may jump (after a restart), so it is searched for.

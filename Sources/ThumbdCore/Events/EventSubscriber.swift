@@ -1,9 +1,9 @@
 import HTTPServer
 import Synchronization
 
-/// Who keeps a list of open event streams, and forgets each when it ends.
+/// Who keeps count of the open event streams on each log, and is told when each ends.
 protocol EventStreamOwner: AnyObject, Sendable {
-    func streamEnded(_ subscriber: ObjectIdentifier)
+    func streamEnded(on log: EventLog)
 }
 
 /// One `text/event-stream` response reading an `EventLog`: `retry:` first, then every
@@ -65,7 +65,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         }
         guard first else { return }
         log.unsubscribe(self)
-        owner?.streamEnded(ObjectIdentifier(self))
+        owner?.streamEnded(on: log)
     }
 
     /// Something new in the log (or a keepalive is due): have the connection send it. Called
