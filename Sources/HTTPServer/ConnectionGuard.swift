@@ -37,7 +37,7 @@ final class ConnectionGuard: Sendable {
 
     /// `refused`: answered and shut down by this guard; kept until MHD's close notification
     /// so that a request MHD still dispatches on it never reaches the handler.
-    private enum Phase { case awaiting, receiving, processing, refused }
+    private enum Phase: UInt64 { case awaiting, receiving, processing, refused }
     private struct Entry {
         var phase: Phase
         /// When it entered `phase`, on the coarse clock (`Self.now`).
@@ -46,23 +46,37 @@ final class ConnectionGuard: Sendable {
 
     /// The entries by socket number. The kernel hands out the lowest free number, so the
     /// numbers stay near the count of open files, and an array indexed by them finds an
-    /// entry without hashing: every request looks here three times.
+    /// entry without hashing: every request looks here three times. Each entry is one word
+    /// (every open connection has one, 10,000 event streams included): the time with the
+    /// phase in its two low bits (the coarse clock ticks in milliseconds), 0 for none.
     private struct Table {
-        private(set) var slots: [Entry?] = []
+        private var slots: [UInt64] = []
         private(set) var count = 0
 
+        var indices: Range<Int> { slots.indices }
+
         subscript(fd: Int32) -> Entry? {
-            get { fd >= 0 && Int(fd) < slots.count ? slots[Int(fd)] : nil }
+            get { fd >= 0 && Int(fd) < slots.count ? Self.unpack(slots[Int(fd)]) : nil }
             set {
                 guard fd >= 0 else { return }
                 let index = Int(fd)
                 if index >= slots.count {
                     guard newValue != nil else { return }
-                    slots.append(contentsOf: repeatElement(nil, count: max(index + 1, 2 * slots.count) - slots.count))
+                    slots.append(contentsOf: repeatElement(0, count: max(index + 1, 2 * slots.count) - slots.count))
                 }
-                count += (newValue != nil ? 1 : 0) - (slots[index] != nil ? 1 : 0)
-                slots[index] = newValue
+                let packed = newValue.map(Self.pack) ?? 0
+                count += (packed != 0 ? 1 : 0) - (slots[index] != 0 ? 1 : 0)
+                slots[index] = packed
             }
+        }
+
+        private static func pack(_ entry: Entry) -> UInt64 {
+            UInt64(max(entry.since, 4)) & ~3 | entry.phase.rawValue
+        }
+
+        private static func unpack(_ word: UInt64) -> Entry? {
+            guard word != 0, let phase = Phase(rawValue: word & 3) else { return nil }
+            return Entry(phase: phase, since: Int64(word & ~3))
         }
     }
 
@@ -172,8 +186,8 @@ final class ConnectionGuard: Sendable {
         let now = Self.now
         let idle = limits.idleTimeout.nanoseconds, request = limits.requestTimeout.nanoseconds
         entries.withLock { entries in
-            for index in entries.slots.indices {
-                guard let entry = entries.slots[index] else { continue }
+            for index in entries.indices {
+                guard let entry = entries[Int32(index)] else { continue }
                 let expired = switch entry.phase {
                 case .awaiting: now - entry.since > idle
                 case .receiving: now - entry.since > request

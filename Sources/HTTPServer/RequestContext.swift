@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// One object per request, whichever way it is answered: 10,000 open event streams hold
 /// 10,000 of them, so it carries no more than the request needs.
-public final class RequestContext: Sendable, SocketObserver, StreamWaker {
+public final class RequestContext: Sendable, StreamWaker {
     /// Swift lays a struct out in the order written: the flags sit together at the end.
     struct State {
         /// An answer given by `respond` while suspended, until MHD asks for it (boxed: the
