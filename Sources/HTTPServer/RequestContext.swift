@@ -13,23 +13,23 @@ import Synchronization
 public final class RequestContext: Sendable, StreamWaker {
     /// Swift lays a struct out in the order written: the flags sit together at the end.
     struct State {
-        /// An answer given by `respond` while suspended, until MHD asks for it (boxed: the
-        /// rest of the request's life does not carry its room).
-        var response: Answer?
+        /// What waits to go out: an answer given by `respond` while suspended, until MHD
+        /// takes it (boxed: the rest of the request's life does not carry its room); then,
+        /// for a streamed answer, its source, until MHD frees the response. Never both: one
+        /// field for the two (`response`, `stream`), one word less for every open stream.
+        var outgoing = Outgoing.none
         var goneHandlers: [@Sendable () -> Void] = []
         var body: [UInt8] = []
         var extraHeaders = ExtraHeaders()
         /// What `finished` reports: the request as the handler saw it, and what was sent
         /// (with the extra headers, always sent with it).
         var request: (method: String, path: String, query: [String: String])?
-        /// A streamed answer's source, from its queueing until MHD frees the response.
-        var stream: (any ResponseStream)?
         /// The unsent end of a chunk the stream framed itself. While there is one, the
         /// connection stays suspended and waits for room to write.
         var pending: [UInt8] = []
         /// The socket watcher's token for this connection; 0: not watched.
         var watchToken: UInt64 = 0
-        var sent: (status: Int, headers: [(String, String)], bytes: Int?)?
+        var sent: (headers: [(String, String)], bytes: Int?, status: Int16)?
         var started = false
         /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
         var suspended = false
@@ -43,6 +43,28 @@ public final class RequestContext: Sendable, StreamWaker {
         var gone = false
         /// The stream's socket is watched (once, for the stream's life).
         var watching = false
+
+        enum Outgoing {
+            case none
+            case answer(Answer)
+            case stream(any ResponseStream)
+        }
+
+        /// An answer given while suspended, not yet taken.
+        var response: Answer? {
+            get { if case .answer(let answer) = outgoing { answer } else { nil } }
+            set {
+                if let newValue { outgoing = .answer(newValue) } else if case .answer = outgoing { outgoing = .none }
+            }
+        }
+
+        /// A streamed answer's source, from its queueing until MHD frees the response.
+        var stream: (any ResponseStream)? {
+            get { if case .stream(let stream) = outgoing { stream } else { nil } }
+            set {
+                if let newValue { outgoing = .stream(newValue) } else if case .stream = outgoing { outgoing = .none }
+            }
+        }
     }
 
     /// When the request's headers were in.
@@ -187,7 +209,10 @@ public final class RequestContext: Sendable, StreamWaker {
 
     /// The answer queued for it (sent with the context's extra headers).
     func sent(_ response: Response) {
-        state.withLock { $0.sent = (response.status, response.headers, response.stream == nil ? (response.status == 304 ? 0 : response.body.count) : nil) }
+        state.withLock {
+            $0.sent = (response.headers, response.stream == nil ? (response.status == 304 ? 0 : response.body.count) : nil,
+                       Int16(clamping: response.status))
+        }
     }
 
     /// The connection is done with this request: what it was and what it got, if it
@@ -198,8 +223,8 @@ public final class RequestContext: Sendable, StreamWaker {
             if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
             state.watchToken = 0
             guard let request = state.request else { return nil }
-            let sent = state.sent ?? (499, [], 0)
-            var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: sent.status,
+            let sent = state.sent ?? ([], 0, 499)
+            var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: Int(sent.status),
                                     headers: sent.headers, bodyBytes: sent.bytes, started: started)
             if state.sent != nil { exchange.extraHeaders = state.extraHeaders }
             return exchange
