@@ -130,9 +130,11 @@ def ratio(a, b):
     return "%.2f" % (a / b) if b else "-"
 
 
-def fmt(v):
+def fmt(v, metric=""):
     if v is None:
         return "-"
+    if isinstance(v, float) and metric.endswith(" MB"):
+        return "%.1f" % v  # memory targets sit near round figures: 149.6 is not 150
     return ("%.0f" % v if abs(v) >= 100 else "%.2f" % v) if isinstance(v, float) else str(v)
 
 
@@ -170,7 +172,7 @@ def main():
     for row in rows:
         scenario, metric, t, n = row[:4]
         v = row[4] if len(row) > 4 else None
-        print("| %s | %s | %s | %s | %s | %s |" % (scenario, metric, fmt(t), fmt(n), ratio(t, n), fmt(v)))
+        print("| %s | %s | %s | %s | %s | %s |" % (scenario, metric, fmt(t, metric), fmt(n, metric), ratio(t, n), fmt(v, metric)))
     varnish = subprocess.run(["varnishd", "-V"], capture_output=True, text=True).stderr.split("\n")[0]
     print("\n%s, %d cores, %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(),
                                        subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip(),

@@ -39,7 +39,7 @@ struct BatchJournalTests {
         let journal = BatchJournal.new(id: "b", store: store)
         let batch = Batch(id: "b", items: [(clientID: nil, url: "http://127.0.0.1:1/a.jpg")],
                           progressInterval: .milliseconds(100), delivery: delivery, journal: journal)
-        let reader = EventSubscriber(log: batch.log, lastEventID: nil, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
+        let reader = EventStreams(retryMilliseconds: 3000).subscribe(batch.log, lastEventID: nil)
         reader.attach(NoWaker())
 
         let events = BatchJournal.block + 20

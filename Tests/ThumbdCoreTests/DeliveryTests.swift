@@ -24,7 +24,7 @@ struct DeliveryTests {
         let log = EventLog()
         let recorders = (0..<4).map { _ in ThreadRecorder() }
         let subscribers = recorders.map { recorder in
-            let subscriber = EventSubscriber(log: log, lastEventID: nil, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
+            let subscriber = EventStreams(retryMilliseconds: 3000).subscribe(log, lastEventID: nil)
             subscriber.attach(recorder)
             return subscriber
         }

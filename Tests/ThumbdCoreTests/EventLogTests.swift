@@ -26,7 +26,7 @@ struct EventLogTests {
     }
 
     func subscriber(_ log: EventLog, after id: Int? = nil) -> EventSubscriber {
-        let subscriber = EventSubscriber(log: log, lastEventID: id, preamble: EventSubscriber.preamble(retryMilliseconds: 3000))
+        let subscriber = EventStreams(retryMilliseconds: 3000).subscribe(log, lastEventID: id)
         subscriber.attach(NoWaker())
         return subscriber
     }

@@ -9,7 +9,7 @@ import Upstream
 /// Every batch, running or recently finished. Starts each item on the same fetcher and
 /// coalescer as `/thumb`; sends keepalives to idle streams; forgets finished batches after
 /// `retentionSeconds`.
-final class BatchRegistry: EventStreamOwner {
+final class BatchRegistry: Sendable {
     let batches = Mutex<[String: Batch]>([:])
     let configuration: BatchConfiguration
     let source: ObjectSource
@@ -20,13 +20,8 @@ final class BatchRegistry: EventStreamOwner {
     /// The lanes that write events to many streams at once; stopped with the registry.
     let delivery = Delivery()
     let signer: URLSigner
-    /// The log of every open event stream, whether or not its batch is still kept: keepalives
-    /// reach a stream whose batch was dropped (retention, or the kept-memory budget) until it
-    /// ends. A log and how many streams read it, so that 10,000 streams on 100 batches are
-    /// 100 entries here (the streams themselves are the logs' subscribers).
-    let streams = Mutex<[ObjectIdentifier: (log: EventLog, count: Int)]>([:])
-    /// The `retry:` line every stream starts with, shared by all of them.
-    private let preamble: [UInt8]
+    /// Every open event stream (keepalives and the shutdown reach them through it).
+    let streams: EventStreams
     /// What each item of a kept batch asks for, to start it again when it comes back on
     /// screen after it was cancelled off it.
     let specs = Mutex<[String: [Int: Item]]>([:])
@@ -38,7 +33,7 @@ final class BatchRegistry: EventStreamOwner {
         self.source = source
         self.variants = variants
         self.policy = policy
-        self.preamble = EventSubscriber.preamble(retryMilliseconds: configuration.retryMilliseconds)
+        self.streams = EventStreams(retryMilliseconds: configuration.retryMilliseconds, delivery: delivery)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         self.timer = TimerBox(timer)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
@@ -48,13 +43,7 @@ final class BatchRegistry: EventStreamOwner {
     }
 
     /// Open event streams (for tests, metrics and shutdown).
-    var openStreams: Int { streams.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-
-    /// Every stream reading a log of `streams` (those not yet attached to their connection
-    /// are not among them: they start with what there is).
-    private var openSubscribers: [EventSubscriber] {
-        streams.withLock { $0.values.map(\.log) }.flatMap(\.subscriberList)
-    }
+    var openStreams: Int { streams.count }
 
     /// Batches still running, and all kept (running or recently finished).
     var counts: (running: Int, kept: Int) {
@@ -203,18 +192,7 @@ final class BatchRegistry: EventStreamOwner {
     }
 
     func subscribe(_ batch: Batch, lastEventID: Int?) -> EventSubscriber {
-        let subscriber = EventSubscriber(log: batch.log, lastEventID: lastEventID, preamble: preamble,
-                                         delivery: delivery, owner: self)
-        streams.withLock { $0[ObjectIdentifier(batch.log), default: (batch.log, 0)].count += 1 }
-        return subscriber
-    }
-
-    func streamEnded(on log: EventLog) {
-        streams.withLock { streams in
-            let key = ObjectIdentifier(log)
-            guard let entry = streams[key] else { return }
-            if entry.count > 1 { streams[key]?.count -= 1 } else { streams.removeValue(forKey: key) }
-        }
+        streams.subscribe(batch.log, lastEventID: lastEventID)
     }
 
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
@@ -222,7 +200,7 @@ final class BatchRegistry: EventStreamOwner {
         timer.cancel()
         // Each one sends what it has left; then, with nothing more, the server ends it after
         // its `shutdown` event (`EventSubscriber.lastWords`).
-        delivery.wake(openSubscribers)
+        delivery.wake(streams.subscribers)
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so
@@ -240,7 +218,7 @@ final class BatchRegistry: EventStreamOwner {
     func tick() {
         pruneFinished()
         pruneJournals()
-        delivery.wake(openSubscribers, keepalive: true)
+        delivery.wake(streams.subscribers, keepalive: true)
     }
 }
 

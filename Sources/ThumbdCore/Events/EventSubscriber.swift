@@ -1,10 +1,6 @@
 import HTTPServer
 import Synchronization
 
-/// Who keeps count of the open event streams on each log, and is told when each ends.
-protocol EventStreamOwner: AnyObject, Sendable {
-    func streamEnded(on log: EventLog)
-}
 
 /// One `text/event-stream` response reading an `EventLog`: `retry:` first, then every
 /// event from its cursor, a `: keepalive` comment when asked, and the end of the body once
@@ -31,26 +27,14 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once. (Here,
     /// in the room the lock's state leaves before the next word.)
     private let queued = Atomic(false)
-    /// The `retry:` line the stream starts with: one array for all of an owner's streams.
-    private let preamble: [UInt8]
-    /// Told when the stream ends, to forget it (nil: nobody keeps a list, in tests).
-    private weak let owner: (any EventStreamOwner)?
-    /// Its writer: the lane that wakes it (nil: whoever calls `wake`, in tests without a server).
-    private let delivery: Delivery?
+    /// What every stream shares (the `retry:` line, the writer), and who counts it.
+    private let streams: EventStreams
 
-    /// `preamble`: the owner's `Self.preamble(retryMilliseconds:)`, made once.
-    init(log: EventLog, lastEventID: Int?, preamble: [UInt8], delivery: Delivery? = nil,
-         owner: (any EventStreamOwner)? = nil) {
+    /// Made by `EventStreams.subscribe`, which counts it.
+    init(log: EventLog, lastEventID: Int?, streams: EventStreams) {
         self.log = log
-        self.delivery = delivery
-        self.owner = owner
-        self.preamble = preamble
+        self.streams = streams
         self.state = Mutex(State(cursor: log.index(after: lastEventID)))
-    }
-
-    /// The bytes an event stream starts with: how long EventSource waits before it reconnects.
-    static func preamble(retryMilliseconds: Int) -> [UInt8] {
-        Array("retry: \(retryMilliseconds)\n\n".utf8)  // well under 64 KB: counted in a UInt16
     }
 
     func attach(_ waker: any StreamWaker) {
@@ -65,20 +49,20 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         }
         guard first else { return }
         log.unsubscribe(self)
-        owner?.streamEnded(on: log)
+        streams.ended(on: log)
     }
 
     /// Something new in the log (or a keepalive is due): have the connection send it. Called
     /// by its delivery lane only (`Delivery`): while the connection is suspended the waker
     /// writes the socket on this thread.
     func wake() {
-        delivery?.assertIsWriter()
+        streams.delivery?.assertIsWriter()
         state.withLock { $0.waker }?.wake()
     }
 
     /// The socket has room again for the rest of a chunk: its writer finishes it.
     func socketHasRoom(_ waker: any StreamWaker) {
-        if let delivery { delivery.wake([self]) } else { waker.wake() }
+        if let delivery = streams.delivery { delivery.wake([self]) } else { waker.wake() }
     }
 
     /// Shutdown: the stream says so before it ends, in an event without an id (it is not
@@ -125,6 +109,7 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
                 written += n
                 return n
             }
+            let preamble = streams.preamble
             if state.preambleSent < preamble.count {
                 state.preambleSent += UInt16(put(preamble[Int(state.preambleSent)...]))
                 if state.preambleSent < preamble.count { return .data(written) }
