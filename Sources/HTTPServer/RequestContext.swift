@@ -12,6 +12,7 @@ import Synchronization
 /// 10,000 of them, so it carries no more than the request needs.
 public final class RequestContext: Sendable, StreamWaker {
     /// Swift lays a struct out in the order written: the flags sit together at the end.
+    /// Every open event stream holds one of these, so each field is as small as it can be.
     struct State {
         /// What waits to go out: an answer given by `respond` while suspended, until MHD
         /// takes it (boxed: the rest of the request's life does not carry its room); then,
@@ -19,30 +20,75 @@ public final class RequestContext: Sendable, StreamWaker {
         /// field for the two (`response`, `stream`), one word less for every open stream.
         var outgoing = Outgoing.none
         var goneHandlers: [@Sendable () -> Void] = []
-        var body: [UInt8] = []
+        /// The request's body while it arrives (taken before the handler runs); then, for a
+        /// streamed answer, the unsent end of a chunk it framed itself (`pending`). Never
+        /// both at once.
+        var buffer: [UInt8] = []
         var extraHeaders = ExtraHeaders()
         /// What `finished` reports: the request as the handler saw it, and what was sent
         /// (with the extra headers, always sent with it).
         var request: (method: String, path: String, query: [String: String])?
-        /// The unsent end of a chunk the stream framed itself. While there is one, the
-        /// connection stays suspended and waits for room to write.
-        var pending: [UInt8] = []
         /// The socket watcher's token for this connection; 0: not watched.
         var watchToken: UInt64 = 0
         var sent: (headers: [(String, String)], bytes: Int?, status: Int16)?
-        var started = false
+        var flags: Flags = []
+
+        struct Flags: OptionSet {
+            let rawValue: UInt8
+            static let started = Flags(rawValue: 1 << 0)
+            static let suspended = Flags(rawValue: 1 << 1)
+            static let finished = Flags(rawValue: 1 << 2)
+            static let bodyTooLarge = Flags(rawValue: 1 << 3)
+            static let writesDirectly = Flags(rawValue: 1 << 4)
+            static let closed = Flags(rawValue: 1 << 5)
+            static let gone = Flags(rawValue: 1 << 6)
+            static let watching = Flags(rawValue: 1 << 7)
+        }
+
+        var started: Bool {
+            get { flags.contains(.started) }
+            set { flags.set(.started, newValue) }
+        }
         /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
-        var suspended = false
-        var finished = false
-        var bodyTooLarge = false
+        var suspended: Bool {
+            get { flags.contains(.suspended) }
+            set { flags.set(.suspended, newValue) }
+        }
+        var finished: Bool {
+            get { flags.contains(.finished) }
+            set { flags.set(.finished, newValue) }
+        }
+        var bodyTooLarge: Bool {
+            get { flags.contains(.bodyTooLarge) }
+            set { flags.set(.bodyTooLarge, newValue) }
+        }
         /// The stream may write chunks of its own while suspended (HTTP/1.1: chunked).
-        var writesDirectly = false
+        var writesDirectly: Bool {
+            get { flags.contains(.writesDirectly) }
+            set { flags.set(.writesDirectly, newValue) }
+        }
         /// MHD has freed the stream's response.
-        var closed = false
+        var closed: Bool {
+            get { flags.contains(.closed) }
+            set { flags.set(.closed, newValue) }
+        }
         /// The stream's client hung up.
-        var gone = false
+        var gone: Bool {
+            get { flags.contains(.gone) }
+            set { flags.set(.gone, newValue) }
+        }
         /// The stream's socket is watched (once, for the stream's life).
-        var watching = false
+        var watching: Bool {
+            get { flags.contains(.watching) }
+            set { flags.set(.watching, newValue) }
+        }
+
+        /// The unsent end of a chunk the stream framed itself. While there is one, the
+        /// connection stays suspended and waits for room to write.
+        var pending: [UInt8] {
+            get { buffer }
+            set { buffer = newValue }
+        }
 
         enum Outgoing {
             case none
@@ -129,11 +175,11 @@ public final class RequestContext: Sendable, StreamWaker {
     func appendBody(_ data: UnsafeRawBufferPointer, limit: Int) {
         state.withLock { state in
             guard !state.bodyTooLarge else { return }
-            if state.body.count + data.count > limit {
+            if state.buffer.count + data.count > limit {
                 state.bodyTooLarge = true
-                state.body = []
+                state.buffer = []
             } else {
-                state.body.append(contentsOf: data)
+                state.buffer.append(contentsOf: data)
             }
         }
     }
@@ -141,8 +187,8 @@ public final class RequestContext: Sendable, StreamWaker {
     /// The body read so far, or nil when it was too large.
     func takeBody() -> Bytes? {
         state.withLock { state in
-            defer { state.body = [] }
-            return state.bodyTooLarge ? nil : (state.body.isEmpty ? .empty : Bytes(state.body))
+            defer { state.buffer = [] }
+            return state.bodyTooLarge ? nil : (state.buffer.isEmpty ? .empty : Bytes(state.buffer))
         }
     }
 
@@ -234,4 +280,10 @@ public final class RequestContext: Sendable, StreamWaker {
 
 struct ConnectionPointer: @unchecked Sendable {  // an MHD handle: used only while MHD keeps the connection
     let raw: OpaquePointer
+}
+
+extension RequestContext.State.Flags {
+    fileprivate mutating func set(_ member: Self, _ on: Bool) {
+        if on { insert(member) } else { remove(member) }
+    }
 }

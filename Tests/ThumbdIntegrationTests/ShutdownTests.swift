@@ -43,6 +43,37 @@ struct ShutdownTests {
         #expect(try await eventually(10) { !ResizeLane.running.withLock { $0.values.contains(workers) } })
     }
 
+    @Test("a request that would wait, on a connection open before the stop, is answered 503 with its X-Request-Id")
+    func waitRefusedDuringShutdown() async throws {
+        try await withOriginAndDaemon({ $0.server.shutdownGraceSeconds = 10 }) { origin, daemon in
+            let waiting = try RawConnection(port: daemon.port)
+            try waiting.send("GET", origin.thumb("/gate/held"))
+            #expect(try await eventually { daemon.thumbd.waitingRequests == 1 })
+            let kept = try RawConnection(port: daemon.port, timeoutSeconds: 5)
+            try kept.send("GET", "/healthz")
+            #expect(try await blocking { try kept.read() }.status == 200)  // kept alive
+            let port = daemon.port
+            async let stopped: Void = blocking { daemon.stop() }  // the held fetch keeps it in its grace period
+            var stopping = false
+            for _ in 0..<100 where !stopping {
+                stopping = try await blocking {
+                    let connection = try RawConnection(port: port, timeoutSeconds: 5)
+                    try connection.send("GET", "/healthz")
+                    return try connection.read().status == 503
+                }
+                if !stopping { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(stopping)
+            try kept.send("GET", origin.thumb("/gate/late"))  // a miss: it would wait for the origin
+            let answer = try await blocking { try kept.read() }
+            #expect(answer.status == 503)
+            #expect(answer.errorCode == "shutting_down")
+            #expect(answer[header: "X-Request-Id"] != nil)
+            try await origin.release("held")
+            try await stopped
+        }
+    }
+
     @Test("while it stops, a new client is answered 503 shutting_down at once, and the stop completes")
     func newClientDuringShutdown() async throws {
         // The grace period is the window in which a new client must be seen answered: long
