@@ -30,6 +30,10 @@ public final class HTTPServer: Sendable {
         public var requestHeaders: [String] = ["host"]
         /// The `Server` header on every answer (none when nil).
         public var serverHeader: String?
+        /// Whether each request's target (path and query) is kept until `finished` (an
+        /// access log writes it). Without, an exchange has its `route` only: an open event
+        /// stream then does not hold its path for its whole life.
+        public var keepsTargets = true
 
         public init(listen: ListenAddress = .loopback8080) { self.listen = listen }
     }

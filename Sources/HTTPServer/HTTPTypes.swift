@@ -5,8 +5,11 @@ import Support
 /// `HTTPServer.Configuration.requestHeaders` are copied.
 public struct Request: Sendable {
     public var method: String
+    /// The target, when the server keeps it (`Configuration.keepsTargets`); else "" and empty.
     public var path: String
     public var query: [String: String]
+    /// The handler's `route(of:)` for the request.
+    public var route = 0
     public var headers: [String: String]
     /// The request body, read whole (bounded by `Configuration.maxBodyBytes`).
     public var body: Bytes
@@ -138,17 +141,24 @@ public protocol HTTPHandler: Sendable {
     /// A request that reached `handle` is over: its answer was sent (or the client left).
     /// Called on a server thread; for access logs and metrics, so it must be quick.
     func finished(_ exchange: Exchange)
+    /// A small number for the kind of request (its route), kept until `finished` in
+    /// `Exchange.route`: metrics need that, not the whole target.
+    func route(of request: Request) -> Int
 }
 
 extension HTTPHandler {
     public func finished(_ exchange: Exchange) {}
+    public func route(of request: Request) -> Int { 0 }
 }
 
 /// One request and its answer, once the connection is done with them.
 public struct Exchange: Sendable {
     public var method: String
+    /// The target, when the server keeps it (`Configuration.keepsTargets`); else "" and empty.
     public var path: String
     public var query: [String: String]
+    /// The handler's `route(of:)` for the request.
+    public var route = 0
     /// The status sent; 499 when the client left before its answer (as nginx logs it).
     public var status: Int
     /// The answer's headers: the handler's, and those added through the context.

@@ -31,6 +31,8 @@ public final class RequestContext: Sendable, StreamWaker {
         /// The socket watcher's token for this connection; 0: not watched.
         var watchToken: UInt64 = 0
         var sent: (headers: [(String, String)], bytes: Int?, status: Int16)?
+        /// The handler's route for the request (`HTTPHandler.route(of:)`).
+        var route: Int16 = 0
         var flags: Flags = []
 
         struct Flags: OptionSet {
@@ -249,8 +251,13 @@ public final class RequestContext: Sendable, StreamWaker {
     }
 
     /// The request the handler was given.
-    func handed(_ request: Request) {
-        state.withLock { $0.request = (request.method, request.path, request.query) }
+    /// The request the handler was given, its route, and whether to keep its target for
+    /// `finish` (the path of an event stream's request is otherwise held for its whole life).
+    func handed(_ request: Request, route: Int, keepingTarget: Bool) {
+        state.withLock { state in
+            state.request = keepingTarget ? (request.method, request.path, request.query) : (request.method, "", [:])
+            state.route = Int16(clamping: route)
+        }
     }
 
     /// The answer queued for it (sent with the context's extra headers).
@@ -273,6 +280,7 @@ public final class RequestContext: Sendable, StreamWaker {
             var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: Int(sent.status),
                                     headers: sent.headers, bodyBytes: sent.bytes, started: started)
             if state.sent != nil { exchange.extraHeaders = state.extraHeaders }
+            exchange.route = Int(state.route)
             return exchange
         }
     }

@@ -13,6 +13,7 @@ final class ServerCore: Sendable {
     let maxBodyBytes: Int
     let requestHeaders: [String]
     let serverHeader: String?
+    let keepsTargets: Bool
     let connections: ConnectionGuard
     private let mhdLog = RateLimitedLog(linesPerWindow: 5, window: .seconds(10))
     private let counts = Mutex(Counts())
@@ -26,6 +27,7 @@ final class ServerCore: Sendable {
         self.maxBodyBytes = configuration.maxBodyBytes
         self.requestHeaders = configuration.requestHeaders
         self.serverHeader = configuration.serverHeader
+        keepsTargets = configuration.keepsTargets
         self.logger = logger
     }
 
@@ -119,7 +121,7 @@ final class ServerCore: Sendable {
                 method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.queryArguments(connection),
                 headers: Self.headers(connection, names: requestHeaders), body: body, isHTTP11: http11)
-            context.handed(request)
+            context.handed(request, route: handler.route(of: request), keepingTarget: keepsTargets)
             switch handler.handle(request, context: context) {
             case .response(let response):
                 return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, http11: http11,

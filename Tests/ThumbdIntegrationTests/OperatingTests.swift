@@ -79,6 +79,13 @@ struct OperatingTests {
                 #expect(name.hasPrefix("thumbd_") || name.hasPrefix("process_"), "\(name)")
                 if fields[3] == "counter" { #expect(name.hasSuffix("_total"), "\(name)") }
             }
+            // The access log is off: the server keeps no request's path, and each is counted
+            // by the route its handler gave it as it came in.
+            let batch = try await daemon.createBatch([origin.url("/img/m.jpg")])
+            #expect(try await daemon.allEvents(batch.events).parser.events.last?.type == "end")
+            #expect(try await eventually {
+                try await scrape(daemon.port)[#"thumbd_http_requests_total{route="/batches/{id}/events",status="200"}"#] == 1
+            })
         }
     }
 

@@ -121,7 +121,9 @@ package final class Thumbd: Service, Sendable {
 
     private func start(started: inout [@Sendable () -> Void]) throws {
         let configuration = configuration
-        let serverConfiguration = try configuration.server.httpServer()
+        var serverConfiguration = try configuration.server.httpServer()
+        // Only the access log writes a request's target; metrics need its route only.
+        serverConfiguration.keepsTargets = configuration.log.access
         let metricsListen = try configuration.metrics.listenAddress()
         let policy = DestinationPolicy(
             allowPrivateNetworks: configuration.upstream.allowPrivateNetworks,
@@ -206,6 +208,7 @@ package final class Thumbd: Service, Sendable {
             metricsConfiguration.threads = 1
             metricsConfiguration.maxConnections = 64
             metricsConfiguration.serverHeader = "thumbd"
+            metricsConfiguration.keepsTargets = false  // its handler records metrics only
             metricsServer = metricsListen == nil ? nil
                 : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
         } catch {

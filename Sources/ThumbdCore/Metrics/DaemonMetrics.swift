@@ -146,7 +146,7 @@ final class DaemonMetrics: Sendable {
     /// One finished request: by route and status, its duration by route, and a client's
     /// mistake (a 4xx thumbd itself answered, not an origin's 404 or 410) by error code.
     func record(_ exchange: Exchange) {
-        let route = Self.route(of: exchange.path)
+        let route = (0..<Self.routes.count).contains(exchange.route) ? exchange.route : Self.route(of: "")
         let status = (100...599).contains(exchange.status) ? exchange.status : 599
         let slot = route * 500 + status - 100
         let registry = registry

@@ -28,5 +28,6 @@ struct MetricsHandler: HTTPHandler {
 
     func render(_ refusal: ServerRefusal) -> Response { .error(ThumbdError(refusal)) }
 
+    func route(of request: Request) -> Int { DaemonMetrics.route(of: request.path) }
     func finished(_ exchange: Exchange) { metrics.record(exchange) }
 }

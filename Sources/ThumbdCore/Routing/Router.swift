@@ -17,6 +17,8 @@ struct Router: HTTPHandler {
         .error(ThumbdError(refusal))
     }
 
+    func route(of request: Request) -> Int { DaemonMetrics.route(of: request.path) }
+
     func finished(_ exchange: Exchange) {
         metrics.record(exchange)
         log.finished(exchange)
