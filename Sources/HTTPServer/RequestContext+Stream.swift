@@ -37,7 +37,7 @@ extension RequestContext {
     func beginStream(_ stream: any ResponseStream, writesDirectly: Bool) {
         state.withLock { state in
             state.stream = stream
-            state.writesDirectly = writesDirectly
+            state.flags[.writesDirectly] = writesDirectly
         }
         stream.attach(self)
     }
@@ -48,22 +48,22 @@ extension RequestContext {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         state.withLock { state -> Int in
             if !state.pending.isEmpty { return -2 }
-            guard !state.gone, let stream = state.stream else { return -1 }
+            guard !state.flags[.gone], let stream = state.stream else { return -1 }
             switch stream.read(into: buffer) {
             case .data(let count): return count
             case .end: return -1
             case .wait:
                 // During shutdown nothing may stay suspended: end the stream instead, after
                 // its last words (for an event stream, the event that says it will reconnect).
-                guard !state.closed, server.beginSuspension() else {
+                guard !state.flags[.closed], server.beginSuspension() else {
                     let count = stream.lastWords(into: buffer)
                     return count > 0 ? count : -1
                 }
                 MHD_suspend_connection(connection.raw)
-                state.suspended = true
+                state.flags[.suspended] = true
                 // A suspended connection does not notice its client leaving; we watch for it.
-                if !state.watching {
-                    state.watching = true
+                if !state.flags[.watching] {
+                    state.flags[.watching] = true
                     let fd = thumbd_mhd_connection_fd(connection.raw)
                     if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
                 }
@@ -78,9 +78,9 @@ extension RequestContext {
     /// watcher's.
     public func wake() {
         state.withLock { state in
-            guard state.suspended, state.stream != nil else { return }  // MHD has it and will ask the reader
+            guard state.flags[.suspended], state.stream != nil else { return }  // MHD has it and will ask the reader
             // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
-            if state.closed || state.gone || server.isRefusing { return resumeStream(&state) }
+            if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return resumeStream(&state) }
             if !state.pending.isEmpty {
                 // The rest of a chunk first; once it is out, MHD carries on.
                 let fd = thumbd_mhd_connection_fd(connection.raw)
@@ -89,7 +89,7 @@ extension RequestContext {
                 if pending.withUnsafeBytes({ send($0, to: fd, &state) }) { resumeStream(&state) }
                 return
             }
-            if state.writesDirectly, state.watchToken != 0 {
+            if state.flags[.writesDirectly], state.watchToken != 0 {
                 writeDirectly(&state)
             } else {
                 resumeStream(&state)
@@ -131,7 +131,7 @@ extension RequestContext {
         let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
         if sent == bytes.count { return true }
         if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-            state.gone = true  // reset or broken
+            state.flags[.gone] = true  // reset or broken
             resumeStream(&state)
             return false
         }
@@ -143,7 +143,7 @@ extension RequestContext {
     /// The socket has room again (on the watcher's thread): the stream's writer finishes
     /// our chunk (`wake`), then lets MHD carry on.
     func socketWritable() {
-        let stream = state.withLock { state in state.suspended && !state.pending.isEmpty ? state.stream : nil }
+        let stream = state.withLock { state in state.flags[.suspended] && !state.pending.isEmpty ? state.stream : nil }
         stream?.socketHasRoom(self)
     }
 
@@ -154,15 +154,15 @@ extension RequestContext {
         state.withLock { state in
             guard state.stream != nil else { return false }
             state.watchToken = 0  // the watcher dropped it already
-            state.gone = true
+            state.flags[.gone] = true
             resumeStream(&state)
             return true
         }
     }
 
     private func resumeStream(_ state: inout State) {
-        guard state.suspended else { return }
-        state.suspended = false
+        guard state.flags[.suspended] else { return }
+        state.flags[.suspended] = false
         MHD_resume_connection(connection.raw)
         server.didResume()
     }
@@ -171,7 +171,7 @@ extension RequestContext {
     /// socket yet, so this is the last moment to stop watching it.
     func closeStream() {
         let stream = state.withLock { state -> (any ResponseStream)? in
-            state.closed = true
+            state.flags[.closed] = true
             if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
             state.watchToken = 0
             defer { state.stream = nil }

@@ -35,54 +35,27 @@ public final class RequestContext: Sendable, StreamWaker {
         var route: Int16 = 0
         var flags: Flags = []
 
+        /// Eight flags in one byte, read and set as `flags[.suspended]`.
         struct Flags: OptionSet {
             let rawValue: UInt8
             static let started = Flags(rawValue: 1 << 0)
+            /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
             static let suspended = Flags(rawValue: 1 << 1)
             static let finished = Flags(rawValue: 1 << 2)
             static let bodyTooLarge = Flags(rawValue: 1 << 3)
+            /// The stream may write chunks of its own while suspended (HTTP/1.1: chunked).
             static let writesDirectly = Flags(rawValue: 1 << 4)
+            /// MHD has freed the stream's response.
             static let closed = Flags(rawValue: 1 << 5)
+            /// The stream's client hung up.
             static let gone = Flags(rawValue: 1 << 6)
+            /// The stream's socket is watched (once, for the stream's life).
             static let watching = Flags(rawValue: 1 << 7)
-        }
 
-        var started: Bool {
-            get { flags.contains(.started) }
-            set { flags.set(.started, newValue) }
-        }
-        /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
-        var suspended: Bool {
-            get { flags.contains(.suspended) }
-            set { flags.set(.suspended, newValue) }
-        }
-        var finished: Bool {
-            get { flags.contains(.finished) }
-            set { flags.set(.finished, newValue) }
-        }
-        var bodyTooLarge: Bool {
-            get { flags.contains(.bodyTooLarge) }
-            set { flags.set(.bodyTooLarge, newValue) }
-        }
-        /// The stream may write chunks of its own while suspended (HTTP/1.1: chunked).
-        var writesDirectly: Bool {
-            get { flags.contains(.writesDirectly) }
-            set { flags.set(.writesDirectly, newValue) }
-        }
-        /// MHD has freed the stream's response.
-        var closed: Bool {
-            get { flags.contains(.closed) }
-            set { flags.set(.closed, newValue) }
-        }
-        /// The stream's client hung up.
-        var gone: Bool {
-            get { flags.contains(.gone) }
-            set { flags.set(.gone, newValue) }
-        }
-        /// The stream's socket is watched (once, for the stream's life).
-        var watching: Bool {
-            get { flags.contains(.watching) }
-            set { flags.set(.watching, newValue) }
+            subscript(member: Flags) -> Bool {
+                get { contains(member) }
+                set { if newValue { insert(member) } else { remove(member) } }
+            }
         }
 
         /// The unsent end of a chunk the stream framed itself. While there is one, the
@@ -139,10 +112,10 @@ public final class RequestContext: Sendable, StreamWaker {
     public func respond(_ response: Response) {
         state.withLock { state in
             // Once an answer is queued (a stream's too), nothing replaces it.
-            guard state.response == nil, state.sent == nil, !state.finished else { return }
+            guard state.response == nil, state.sent == nil, !state.flags[.finished] else { return }
             state.response = Answer(response)
-            guard state.suspended else { return }  // the server thread will pick it up itself
-            state.suspended = false
+            guard state.flags[.suspended] else { return }  // the server thread will pick it up itself
+            state.flags[.suspended] = false
             if state.watchToken != 0 {
                 server.watcher.unwatch(state.watchToken)  // before resuming: MHD may then close the socket
                 state.watchToken = 0
@@ -176,9 +149,9 @@ public final class RequestContext: Sendable, StreamWaker {
     /// request will be answered 413.
     func appendBody(_ data: UnsafeRawBufferPointer, limit: Int) {
         state.withLock { state in
-            guard !state.bodyTooLarge else { return }
+            guard !state.flags[.bodyTooLarge] else { return }
             if state.buffer.count + data.count > limit {
-                state.bodyTooLarge = true
+                state.flags[.bodyTooLarge] = true
                 state.buffer = []
             } else {
                 state.buffer.append(contentsOf: data)
@@ -190,15 +163,15 @@ public final class RequestContext: Sendable, StreamWaker {
     func takeBody() -> Bytes? {
         state.withLock { state in
             defer { state.buffer = [] }
-            return state.bodyTooLarge ? nil : (state.buffer.isEmpty ? .empty : Bytes(state.buffer))
+            return state.flags[.bodyTooLarge] ? nil : (state.buffer.isEmpty ? .empty : Bytes(state.buffer))
         }
     }
 
     /// True the first time: the request should go to the handler now.
     func start() -> Bool {
         state.withLock { state in
-            defer { state.started = true }
-            return !state.started
+            defer { state.flags[.started] = true }
+            return !state.flags[.started]
         }
     }
 
@@ -217,7 +190,7 @@ public final class RequestContext: Sendable, StreamWaker {
             if state.response != nil { return .alreadyAnswered }
             guard server.beginSuspension() else { return .refused }
             MHD_suspend_connection(connection.raw)
-            state.suspended = true
+            state.flags[.suspended] = true
             let fd = thumbd_mhd_connection_fd(connection.raw)
             if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
             return .suspended
@@ -230,7 +203,7 @@ public final class RequestContext: Sendable, StreamWaker {
     func clientGone() {
         if streamGone() { return }
         let handlers = state.withLock { state -> [@Sendable () -> Void] in
-            guard state.suspended, state.response == nil else { return [] }
+            guard state.flags[.suspended], state.response == nil else { return [] }
             state.watchToken = 0  // the watcher dropped it already
             defer { state.goneHandlers.removeAll() }
             return state.goneHandlers
@@ -272,7 +245,7 @@ public final class RequestContext: Sendable, StreamWaker {
     /// reached the handler.
     func finish() -> Exchange? {
         state.withLock { state -> Exchange? in
-            state.finished = true
+            state.flags[.finished] = true
             if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
             state.watchToken = 0
             guard let request = state.request else { return nil }
@@ -288,10 +261,4 @@ public final class RequestContext: Sendable, StreamWaker {
 
 struct ConnectionPointer: @unchecked Sendable {  // an MHD handle: used only while MHD keeps the connection
     let raw: OpaquePointer
-}
-
-extension RequestContext.State.Flags {
-    fileprivate mutating func set(_ member: Self, _ on: Bool) {
-        if on { insert(member) } else { remove(member) }
-    }
 }
