@@ -7,16 +7,16 @@ public struct Request: Sendable {
     public var method: String
     /// The target, when the server keeps it (`Configuration.keepsTargets`); else "" and empty.
     public var path: String
-    public var query: [String: String]
+    public var query: Fields
     /// The handler's `route(of:)` for the request.
     public var route = 0
-    public var headers: [String: String]
+    public var headers: Fields
     /// The request body, read whole (bounded by `Configuration.maxBodyBytes`).
     public var body: Bytes
     /// HTTP/1.1 (as opposed to 1.0), which requires a Host header.
     public var isHTTP11: Bool
 
-    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
+    public init(method: String, path: String, query: Fields = [:], headers: Fields = [:],
                 body: Bytes = .empty, isHTTP11: Bool = true) {
         self.isHTTP11 = isHTTP11
         self.method = method
@@ -156,7 +156,7 @@ public struct Exchange: Sendable {
     public var method: String
     /// The target, when the server keeps it (`Configuration.keepsTargets`); else "" and empty.
     public var path: String
-    public var query: [String: String]
+    public var query: Fields
     /// The handler's `route(of:)` for the request.
     public var route = 0
     /// The status sent; 499 when the client left before its answer (as nginx logs it).
@@ -169,7 +169,7 @@ public struct Exchange: Sendable {
     /// When the request's headers had been read.
     public var started: ContinuousClock.Instant
 
-    public init(method: String, path: String, query: [String: String], status: Int, headers: [(String, String)],
+    public init(method: String, path: String, query: Fields, status: Int, headers: [(String, String)],
                 bodyBytes: Int?, started: ContinuousClock.Instant) {
         self.method = method
         self.path = path

@@ -27,7 +27,7 @@ public final class RequestContext: Sendable, StreamWaker {
         var extraHeaders = ExtraHeaders()
         /// What `finished` reports: the request as the handler saw it, and what was sent
         /// (with the extra headers, always sent with it).
-        var request: (method: String, path: String, query: [String: String])?
+        var request: (method: String, path: String, query: Fields)?
         /// The socket watcher's token for this connection; 0: not watched.
         var watchToken: UInt64 = 0
         var sent: (headers: [(String, String)], bytes: Int?, status: Int16)?

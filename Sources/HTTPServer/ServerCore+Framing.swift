@@ -59,3 +59,10 @@ extension ServerCore {
         return collector.all
     }
 }
+
+/// What `values(_:named:)` collects through libmicrohttpd's callback.
+private final class ValueCollector {
+    var all: [String] = []
+    let only: String
+    init(only: String) { self.only = only }
+}

@@ -230,43 +230,27 @@ final class ServerCore: Sendable {
     }
 
     /// The request headers handlers use, looked up by name rather than all copied: copying
-    /// every header into a dictionary was a visible share of a hit's cost.
-    private static func headers(_ connection: OpaquePointer, names: [String]) -> [String: String] {
-        // Sized at its making: `reserveCapacity` is not specialized, and looked up the
-        // dictionary's generic metadata at run time on every request.
-        var headers = [String: String](minimumCapacity: names.count)
+    /// every header was a visible share of a hit's cost.
+    private static func headers(_ connection: OpaquePointer, names: [String]) -> Fields {
+        var headers = Fields()
         for name in names {
             if let value = name.withCString({ MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }) {
-                headers[name] = String(cString: value)
+                headers.add(name, String(cString: value))
             }
         }
         return headers
     }
 
-    private static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
-        let collector = ValueCollector()
-        withExtendedLifetime(collector) {
+    private static func queryArguments(_ connection: OpaquePointer) -> Fields {
+        var query = Fields()
+        withUnsafeMutablePointer(to: &query) { query in
             _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
                 guard let cls, let key else { return .YES }
-                let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
-                collector.add(String(cString: key), value.map { String(cString: $0) } ?? "")
+                cls.assumingMemoryBound(to: Fields.self).pointee.add(String(cString: key), value.map { String(cString: $0) } ?? "")
                 return .YES
-            }, Unmanaged.passUnretained(collector).toOpaque())
+            }, UnsafeMutableRawPointer(query))
         }
-        return collector.values
-    }
-}
-
-final class ValueCollector {
-    var values: [String: String] = [:]
-    var all: [String] = []
-    let only: String
-    init(only: String = "") { self.only = only }
-    func add(_ key: String, _ value: String) {
-        // A /thumb query: url and a few parameters. Made at that size rather than grown by
-        // `reserveCapacity`, which is not specialized (a generic metadata lookup a request).
-        if values.isEmpty { values = Dictionary(minimumCapacity: 8) }
-        if values[key] == nil { values[key] = value }  // the first occurrence wins
+        return query
     }
 }
 

@@ -75,7 +75,7 @@ enum Fuzz {
             let value = parts.count > 1 ? String(parts[1]).removingPercentEncoding ?? String(parts[1]) : ""
             if query[key] == nil { query[key] = value }
         }
-        let request = Request(method: "GET", path: "/thumb", query: query)
+        let request = Request(method: "GET", path: "/thumb", query: Fields(query))
         _ = try? ThumbRequest.wantsPlaceholder(request)
         _ = try? ThumbRequest(request, policy: strict, avif: true, offered: [.jpeg, .webp, .avif])
     }
@@ -120,7 +120,7 @@ enum Fuzz {
         if parts.count > 1 { headers["origin"] = parts[1] }
         if parts.count > 2 { headers["content-type"] = parts[2] }
         for method in ["GET", "POST", "DELETE", "OPTIONS"] {
-            let request = Request(method: method, path: "/batches", headers: headers)
+            let request = Request(method: method, path: "/batches", headers: Fields(headers))
             _ = requestGuard.check(request)
             _ = requestGuard.corsHeaders(request)
         }

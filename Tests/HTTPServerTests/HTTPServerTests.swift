@@ -57,7 +57,7 @@ struct HTTPServerTests {
                 }
                 return .suspend
             }
-            let headers = request.headers.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            let headers = request.headers.sorted { $0.name < $1.name }.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
             return .response(Response(status: 200, headers: [("Content-Type", "text/plain")], body: Bytes(Array(headers.utf8))))
         }
 

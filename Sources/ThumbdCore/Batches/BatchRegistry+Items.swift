@@ -66,7 +66,7 @@ extension BatchRegistry {
             }
         }
         let answer = lookup.request(target, priority: item.priority, requestID: requestID, preview: item.preview,
-                                    patient: true, onScreen: batch.isFocused(index), waiter: settle)
+                                    patient: true, onScreen: batch.isFocused(index), waiter: { settle })
         switch answer {
         case .hit(let stored):
             counters.count(.hit)

@@ -96,8 +96,10 @@ struct Lookup: Sendable {
     /// `preview`: a variant's resize also makes a preview from its decode (a batch's).
     /// `patient`: a batch waits, so a full resize queue makes it wait rather than fail.
     /// `onScreen`: a batch shows it now (before its focus reaches the jobs' urgencies).
+    /// `waiter` makes the waiter, and is called only when there is a flight to wait on: a hit
+    /// makes no closure (its captures were a heap allocation on every hit).
     func request(_ target: LookupTarget, priority: Priority, requestID: String?, preview: Bool = false,
-                 patient: Bool = false, onScreen: Bool = false, waiter: @escaping Waiter) -> Answer {
+                 patient: Bool = false, onScreen: Bool = false, waiter makeWaiter: () -> Waiter) -> Answer {
         let key = target.key
         let now = ObjectSource.now()
         switch LookupDecision.decide(source.cached(key), now: now, servableStale: { source.servableStale($0, at: now) }) {
@@ -114,6 +116,7 @@ struct Lookup: Sendable {
             }
             return .stale(object)
         case .miss(let stale):
+            let waiter = makeWaiter()
             switch target {
             case .original(let destination):
                 let joined = source.fetch(destination, priority: priority, stale: stale, requestID: requestID) { outcome, role in

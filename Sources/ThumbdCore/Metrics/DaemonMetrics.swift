@@ -18,10 +18,9 @@ import Upstream
 final class DaemonMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
 
-    /// Per route and status (100–599), made on first use: an index, not a hash, per request.
-    private let requests = Mutex<[Prometheus.Counter?]>(Array(repeating: nil, count: DaemonMetrics.routes.count * 500))
-    /// Per route: how long a request took from its first byte to its answer queued.
-    private let requestDurations: [DurationHistogram]
+    /// Per route and status, and per route how long a request took from its first byte to
+    /// its answer sent: recorded on every answer, without a lock.
+    private let answers = AnswerCounts(routes: DaemonMetrics.routes, buckets: DaemonMetrics.requestBuckets)
     private let cacheResults: [Prometheus.Counter]  // CacheResult.allCases order
     private let upstreamErrors = Mutex<[String: Prometheus.Counter]>([:])
     private let clientErrors = Mutex<[String: Prometheus.Counter]>([:])
@@ -95,11 +94,6 @@ final class DaemonMetrics: Sendable {
 
     init(storeCapacity: Int64 = 0) {
         let registry = registry
-        requestDurations = Self.routes.map { route in
-            registry.histogram("thumbd_http_request_duration_seconds", labels: [("route", route)],
-                                           buckets: Self.requestBuckets,
-                                           help: "Time from a request's arrival until its answer was sent, by route (an event stream: until it closed).")
-        }
         cacheResults = CacheResult.allCases.map {
             registry.counter("thumbd_cache_results_total", labels: [("result", $0.rawValue)],
                                  help: "How /thumb requests were served: hit, miss, coalesced, stale, revalidated.")
@@ -148,18 +142,7 @@ final class DaemonMetrics: Sendable {
     func record(_ exchange: Exchange) {
         let route = (0..<Self.routes.count).contains(exchange.route) ? exchange.route : Self.route(of: "")
         let status = (100...599).contains(exchange.status) ? exchange.status : 599
-        let slot = route * 500 + status - 100
-        let registry = registry
-        let counter = requests.withLock { counters in
-            if let known = counters[slot] { return known }
-            let made = registry.counter(
-                "thumbd_http_requests_total", labels: [("route", Self.routes[route]), ("status", String(status))],
-                help: "Requests answered, by route and status.")
-            counters[slot] = made
-            return made
-        }
-        counter.increment()
-        requestDurations[route].record(ContinuousClock.now - exchange.started)
+        answers.record(route: route, status: status, duration: exchange.duration())
         if (400..<500).contains(exchange.status), let code = exchange.header("X-Thumbd-Error"),
            !Self.upstreamCodes.contains(code) {
             Self.counter(in: clientErrors, registry: registry, name: "thumbd_client_errors_total", code: code,
@@ -255,6 +238,7 @@ final class DaemonMetrics: Sendable {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(32 << 10)
         registry.emit(into: &buffer)
+        answers.emit(into: &buffer)
         return buffer
     }
 

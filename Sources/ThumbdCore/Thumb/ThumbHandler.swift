@@ -43,9 +43,11 @@ struct ThumbHandler: Sendable {
         let counters = source.counters
         let conditions = thumb.conditions
         let lookup = Lookup(source: source, variants: variants)
-        let answer = lookup.request(target, priority: thumb.priority, requestID: requestID) { outcome, role, stale in
-            context.respond(Self.answer(outcome, role: role, stale: stale, conditions: conditions, placeholder: placeholder,
-                                        counters: counters, vary: vary))
+        let answer = lookup.request(target, priority: thumb.priority, requestID: requestID) {
+            { outcome, role, stale in
+                context.respond(Self.answer(outcome, role: role, stale: stale, conditions: conditions, placeholder: placeholder,
+                                            counters: counters, vary: vary))
+            }
         }
         let now = ObjectSource.now()
         switch answer {
@@ -95,23 +97,30 @@ struct ThumbHandler: Sendable {
     }
 
     static func image(_ object: CachedObject, cache: String, conditions: Conditions, now: Int64, vary: Bool = false) -> Response {
-        var headers: [(String, String)] = [
-            ("ETag", object.etag),
-            ("Cache-Control", "public, max-age=\(object.remainingSeconds(at: now))"),
-            ("X-Thumbd-Cache", cache),
-        ]
-        // format=auto: the answer depends on Accept, and caches in front must know it.
-        if vary { headers.append(("Vary", "Accept")) }
         // Bounded again here for objects stored before origin headers were validated.
-        if let lastModified = object.lastModified, lastModified.utf8.count <= OriginHeaders.maxDateBytes {
-            headers.append(("Last-Modified", lastModified))
-        }
+        let lastModified = object.lastModified.flatMap { $0.utf8.count <= OriginHeaders.maxDateBytes ? $0 : nil }
+        let cacheControl = "public, max-age=\(object.remainingSeconds(at: now))"
         if conditions.notModified(etag: object.etag, lastModified: object.lastModified) {
             // With the 200's body, which MHD never sends on a 304 (as on a HEAD) but whose
             // length it states: an empty body would say `Content-Length: 0`, contradicting
             // the 200 (RFC 9110 §8.6). The body is shared, not copied.
+            var headers: [(String, String)] = [("ETag", object.etag), ("Cache-Control", cacheControl), ("X-Thumbd-Cache", cache)]
+            // format=auto: the answer depends on Accept, and caches in front must know it.
+            if vary { headers.append(("Vary", "Accept")) }
+            if let lastModified { headers.append(("Last-Modified", lastModified)) }
             return Response(status: 304, headers: headers, body: object.body)
         }
+        // The common answer, a plain hit, in one array made at its size (appending past an
+        // array literal's size made it twice, on every hit).
+        guard vary || lastModified != nil else {
+            return Response(status: 200, headers: [
+                ("ETag", object.etag), ("Cache-Control", cacheControl), ("X-Thumbd-Cache", cache),
+                ("Content-Type", object.contentType), ("X-Content-Type-Options", "nosniff"),
+            ], body: object.body)
+        }
+        var headers: [(String, String)] = [("ETag", object.etag), ("Cache-Control", cacheControl), ("X-Thumbd-Cache", cache)]
+        if vary { headers.append(("Vary", "Accept")) }
+        if let lastModified { headers.append(("Last-Modified", lastModified)) }
         headers.append(("Content-Type", object.contentType))
         headers.append(("X-Content-Type-Options", "nosniff"))
         return Response(status: 200, headers: headers, body: object.body)
