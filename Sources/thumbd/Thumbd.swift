@@ -70,6 +70,10 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Before anything else: a SIGTERM from here on stops the daemon cleanly, exit 0.
+        let shutdown = ShutdownSignals()
+        let stopSignals = shutdown.catchSignals(on: DispatchQueue(label: "thumbd.stop-signals"))
+        defer { stopSignals.forEach { $0.cancel() } }
         let file = config ?? ThumbdConfiguration.defaultFile()
         var overrides: [String: String] = [:]
         if let listen { overrides["server.listen"] = listen }
@@ -139,13 +143,13 @@ struct Serve: AsyncParsableCommand {
         }
         hangup.resume()
         defer { hangup.cancel() }
+        // The daemon's parts, one service each, in one group: SIGTERM or SIGINT (caught
+        // above) starts the graceful shutdown, which stops them in reverse order
+        // (Thumbd.services) and then ends `run()`. The group exists before "listening".
+        let group = ServiceGroup(configuration: .init(services: daemon.services.map { .init(service: $0) }, logger: logger))
+        shutdown.attach(group)
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
-        // The daemon's parts, one service each, in one group: SIGTERM or SIGINT starts the
-        // graceful shutdown, which stops them in reverse order (Thumbd.services) and then
-        // ends `run()`.
-        let group = ServiceGroup(configuration: .init(
-            services: daemon.services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         // Every thread the daemon started must have ended by now (the process would end them
         // anyway; saying so here is how a test sees a component that forgot one).
