@@ -19,7 +19,7 @@ import time
 import urllib.request
 
 from benchcold import scenario_coalesce, scenario_fanout, scenario_fetchcpu, scenario_parent, scenario_stampede, scenario_waiting
-from benchpeers import Nginx, Origin, Thumbd, compiled, cpu_seconds, pin, warm, wrk
+from benchpeers import Instructions, Nginx, Origin, Thumbd, compiled, cpu_seconds, pin, warm, wrk
 from benchstreams import scenario_delivery, scenario_streams
 
 
@@ -32,12 +32,15 @@ def hot(servers, origin, count, seconds, rounds, work, label):
     for _ in range(rounds):  # interleaved, so both see the same noise
         for server in servers:
             before = cpu_seconds(server.pids)
-            rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
+            with Instructions(server.pids) as counted:
+                rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
             # The server's own CPU per answer: steadier than req/s on a shared machine, where
             # wrk and the server take turns on the same two cores.
             cpu_us = (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
-            results[server.name].append((rps, p50, p99, cpu_us))
-    return {name: tuple(statistics.median(r[i] for r in runs) for i in range(4)) for name, runs in results.items()}
+            per_answer = counted.count / max(1, requests) if counted.count is not None else None
+            results[server.name].append((rps, p50, p99, cpu_us, per_answer))
+    return {name: tuple(None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs)
+                        for i in range(5)) for name, runs in results.items()}
 
 
 def scenario_hot(servers, origin, seconds, rounds, work):
@@ -50,6 +53,10 @@ def scenario_hot(servers, origin, seconds, rounds, work):
         rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
         rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
         rows.append(("hot hit, %s" % label, "server CPU us per answer", t[3], n[3]))
+        if Instructions.supported():
+            rows.append(("hot hit, %s" % label, "server instructions per answer (perf stat)", t[4], n[4]))
+    if not Instructions.supported():
+        print("bench: instructions per answer: this machine exposes no instruction counter to perf stat", file=sys.stderr)
     return rows
 
 

@@ -233,6 +233,43 @@ def proc_status(pids):
     return threads, rss / 1024.0
 
 
+class Instructions:
+    """Instructions the processes `pids` retire while the block runs, counted by `perf stat`:
+    a figure that does not move with the machine's load or clock, unlike seconds. Only where
+    the machine exposes the counter (many virtual machines do not: then `count` is None)."""
+    _supported = None
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.count = None
+
+    @classmethod
+    def supported(cls):
+        if cls._supported is None:
+            try:
+                out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions", "true"], capture_output=True, text=True)
+                cls._supported = out.returncode == 0 and re.search(r"^\d+,", out.stderr, re.M) is not None
+            except OSError:
+                cls._supported = False
+        return cls._supported
+
+    def __enter__(self):
+        self.proc = None
+        if self.supported():
+            self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", "instructions", "-p", ",".join(map(str, self.pids))],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.2)  # perf attaches
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            err = self.proc.communicate(timeout=30)[1]
+            match = re.search(r"^(\d+),", err, re.M)
+            self.count = int(match.group(1)) if match else None
+        return False
+
+
 def cpu_seconds(pids):
     total = 0
     for pid in pids:

@@ -31,7 +31,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from benchpeers import Origin, Thumbd, cpu_seconds, get, pin, warm, wrk  # noqa: E402
+from benchpeers import Instructions, Origin, Thumbd, cpu_seconds, get, pin, warm, wrk  # noqa: E402
 
 BUILD_INFO = "Sources/ThumbdCore/Daemon/BuildInfo.swift"
 
@@ -92,16 +92,19 @@ def build_at(commit):
 # MARK: the scenes: each round gives (wall figure, steady figure) per build
 
 def hot_round(server, path, seconds, work, pinned):
+    """(req/s, server CPU us per answer, instructions per answer or None)."""
     before = cpu_seconds(server.pids)
-    if pinned:
-        out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c64", "-d%ds" % seconds,
-                              "http://127.0.0.1:%d%s" % (server.port, server.path(path))],
-                             capture_output=True, text=True, check=True).stdout
-        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        requests = int(re.search(r"(\d+) requests in", out).group(1))
-    else:
-        rps, _, _, requests = wrk(server.port, [server.path(path)], seconds, work)
-    return rps, (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
+    with Instructions(server.pids) as counted:
+        if pinned:
+            out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c64", "-d%ds" % seconds,
+                                  "http://127.0.0.1:%d%s" % (server.port, server.path(path))],
+                                 capture_output=True, text=True, check=True).stdout
+            rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+            requests = int(re.search(r"(\d+) requests in", out).group(1))
+        else:
+            rps, _, _, requests = wrk(server.port, [server.path(path)], seconds, work)
+    instructions = counted.count / max(1, requests) if counted.count is not None else None
+    return rps, (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests), instructions
 
 
 def cold_thumbnail_round(server, round_, count):
@@ -244,6 +247,9 @@ def main():
                     old, new = result[previous], result[current]
                     rows.append((title, "req/s", [r[0] for r in old], [r[0] for r in new], True))
                     rows.append((title, "server CPU us per answer", [r[1] for r in old], [r[1] for r in new], False))
+                    if Instructions.supported():
+                        rows.append((title, "server instructions per answer (perf stat)", [r[2] for r in old],
+                                     [r[2] for r in new], False))
                 if "cold" in wanted:
                     title = "cold thumbnail, 4000x3000 JPEG to width 256, one at a time (8 a round)"
                     print("benchrelease: %s" % title, file=sys.stderr, flush=True)
@@ -278,6 +284,9 @@ def main():
             statistics.median(new) / statistics.median(old), flag))
     print("\n%s, %d cores; %d rounds (grid: %d), alternated; WORSE: more than 10%% worse and beyond the spread" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(), args.rounds, args.grid_rounds))
+    if not Instructions.supported():
+        print("Instructions per answer: this machine exposes no instruction counter to perf stat; CPU us per "
+              "answer stands in for it.")
     if flagged:
         print("benchrelease: %d figure(s) more than 10%% worse than %s" % (flagged, label), file=sys.stderr)
 
