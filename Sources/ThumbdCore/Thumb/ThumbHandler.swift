@@ -82,6 +82,9 @@ struct ThumbHandler: Sendable {
         case .stale(let stale):
             return staleAnswer(stale, conditions: conditions, counters: counters, now: now, vary: vary)
         case .failure(let error, let result):
+            // Counted as a batch item's failure is: how it was served (a miss that failed is a
+            // miss, as nginx's and Varnish's cache status say), whatever the outcome.
+            counters.count(result)
             let maxAge: Int64? = (error.status == 404 || error.status == 410) ? 0 : nil
             return failure(error, cache: result.rawValue, placeholder: placeholder, maxAge: maxAge)
         }
