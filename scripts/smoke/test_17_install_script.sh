@@ -29,4 +29,21 @@ mkdir -p "$root/var/lib/thumbd" && touch "$root/var/lib/thumbd/thumbd.sqlite"
 "$ROOT/scripts/install" --root "$root" --uninstall > /dev/null || fail "a second uninstall failed"
 "$ROOT/scripts/install" --root "$root" --uninstall --purge > "$WORK/purge" || fail "purge failed"
 [ ! -e "$root/etc/thumbd" ] && [ ! -e "$root/var/lib/thumbd" ] || fail "--purge left settings or cache"
-echo "   install, reinstall, keep the user's settings, uninstall, purge: ok"
+
+# Where Swift is not on the PATH (root's, under sudo): the binary built before is installed,
+# and with none, a message says what to do. A copy of the scripts and settings, not the repo.
+repo="$WORK/repo"
+mkdir -p "$repo/scripts" "$repo/.build/release"
+cp "$ROOT/scripts/install" "$ROOT/scripts/setup" "$repo/scripts/"
+cp -r "$ROOT/config" "$repo/"
+noswift="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH="$noswift" command -v swift > /dev/null && fail "swift is on $noswift: the case cannot be made here"
+status=0
+env -u SUDO_USER PATH="$noswift" "$repo/scripts/install" --root "$WORK/root2" > "$WORK/none" 2>&1 || status=$?
+[ "$status" = 1 ] && grep -q "run scripts/build as yourself first" "$WORK/none" || fail "no swift, nothing built: exit $status: $(cat "$WORK/none")"
+cp "$SMOKE_THUMBD" "$repo/.build/release/thumbd"
+env -u SUDO_USER PATH="$noswift" "$repo/scripts/install" --root "$WORK/root2" > "$WORK/built" 2>&1 ||
+  fail "no swift, a binary built before: $(cat "$WORK/built")"
+grep -q "installing the binary built before" "$WORK/built" && cmp -s "$SMOKE_THUMBD" "$WORK/root2/usr/local/bin/thumbd" ||
+  fail "the binary built before was not installed: $(cat "$WORK/built")"
+echo "   install, reinstall, keep the user's settings, uninstall, purge; without Swift on the PATH: ok"
