@@ -132,6 +132,13 @@ struct FetchTests {
             #expect(second.status == 404)
             #expect(second[header: "X-Thumbd-Cache"] == "hit")
             #expect(try await origin.requests("/status/404") == 1)
+            // As the README says: a remembered 404 may be cached at most for what is left of
+            // store.negativeTTLSeconds (60 s; 0 on the fetch itself); other errors are no-store.
+            #expect(first[header: "Cache-Control"] == "public, max-age=0")
+            let left = second[header: "Cache-Control"].flatMap { $0.split(separator: "=").last }.flatMap { Int($0) }
+            #expect(second[header: "Cache-Control"]?.hasPrefix("public, max-age=") == true && (0...60).contains(left ?? -1))
+            let failed = try await request(daemon.port, origin.thumb("/status/503"))
+            #expect(failed.status == 502 && failed[header: "Cache-Control"] == "no-store")
         }
     }
 
