@@ -29,10 +29,10 @@ extension Batch {
         }
     }
 
-    /// The 201 answer to `POST /batches`.
-    func created() -> String {
+    /// The 201 answer to `POST /batches` (every item), and the 200 of `POST …/items` (those added).
+    func created(_ range: Range<Int>? = nil) -> String {
         state.withLock { state in
-            let items = state.items.map { item in
+            let items = state.items[range ?? state.items.indices].map { item in
                 """
                 {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),"src":\(Self.json(item.src))}
                 """

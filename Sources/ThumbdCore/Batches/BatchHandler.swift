@@ -1,7 +1,7 @@
 import HTTPServer
 
 /// `POST /batches`, `GET /batches/<id>`, `GET /batches/<id>/events`, `DELETE /batches/<id>`,
-/// `POST /batches/<id>/focus`.
+/// `POST /batches/<id>/focus`, `POST /batches/<id>/items`.
 struct BatchHandler: Sendable {
     let registry: BatchRegistry
     let maxItems: Int
@@ -39,6 +39,16 @@ struct BatchHandler: Sendable {
                 return .response(.error(error))
             }
         case (_, 3) where parts[2] == "focus":
+            return .response(Router.notAllowed("POST"))
+        case ("POST", 3) where parts[2] == "items":
+            guard let batch = registry.batch(String(parts[1])) else { return .response(Self.notFound(parts[1])) }
+            do {
+                let added = try registry.add(request.body, to: batch, requestID: requestID)
+                return .response(.json(200, added, headers: [("Cache-Control", "no-store")]))
+            } catch {
+                return .response(.error(error))
+            }
+        case (_, 3) where parts[2] == "items":
             return .response(Router.notAllowed("POST"))
         default:
             return .response(.error(ThumbdError(.notFound, "no route for \(request.path)")))

@@ -20,8 +20,9 @@ extension BatchRegistry {
         for journal in journals {  // in the order they were created
             if let finished = journal.finishedAt, now - finished >= Int64(configuration.retentionSeconds) { continue }
             guard let definition = BatchJournal.definition(of: journal),
-                  var request = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems,
-                                                presets: variants.presets),
+                  let posted = try? BatchRequest(body: Bytes(Array(definition.body.utf8)), maxItems: configuration.maxItems,
+                                                 presets: variants.presets),
+                  var request = withAdded(posted, journal.entries),
                   let base = try? baseItem(of: request, accept: definition.accept)
             else {
                 logger.warning("batch.restore.skipped", metadata: ["batch.id": "\(journal.id)"])
@@ -41,6 +42,9 @@ extension BatchRegistry {
             batch.restore(journal.entries, finishedAgo: journal.finishedAt.map { .seconds(max(0, now - $0)) })
             batch.log.skip(to: journal.reserved)
             batches.withLock { $0[journal.id] = batch }
+            if !batch.isFinished {
+                plans.withLock { $0[journal.id] = Plan(request, base: base, accept: definition.accept, requestID: nil) }
+            }
             restored += 1
             guard !batch.isFinished else { continue }
             let unfinished = batch.unfinished
@@ -71,6 +75,7 @@ extension BatchRegistry {
         var removed: [String] = []
         defer {
             specs.withLock { specs in for id in ended { specs[id] = nil } }  // none of their items starts again
+            plans.withLock { plans in for id in ended { plans[id] = nil } }  // nor takes items
             // A batch no longer kept in memory is no longer kept across a restart either: the
             // journals stay within the same count and bytes as the batches.
             if !removed.isEmpty { source.store.deleteJournals(ids: removed) }

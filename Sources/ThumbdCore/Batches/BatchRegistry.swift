@@ -25,6 +25,8 @@ final class BatchRegistry: Sendable {
     /// What each item of a kept batch asks for, to start it again when it comes back on
     /// screen after it was cancelled off it.
     let specs = Mutex<[String: [Int: Item]]>([:])
+    /// What each running batch's items ask for (BatchRegistry+Added.swift).
+    let plans = Mutex<[String: Plan]>([:])
 
     init(configuration: BatchConfiguration, source: ObjectSource, variants: VariantSource, policy: DestinationPolicy,
          signer: URLSigner = URLSigner(keys: [])) {
@@ -77,9 +79,11 @@ final class BatchRegistry: Sendable {
         // What is on screen starts first, carrying the focus; the rest waits until the screen
         // is done (at most batches.screenFirstMilliseconds), so that the first screen has the
         // network and the cores to itself, as a browser holds back its images off screen.
+        let plan = Plan(request, base: base, accept: accept, requestID: requestID)
+        plans.withLock { $0[id] = plan }
         batch.startDeferred.set { [weak self, weak batch] indices in
             guard let self, let batch else { return }
-            start(batch, request, base: base, indices: indices, accept: accept, requestID: requestID)
+            start(batch, plan.request.withLock { $0 }, base: base, indices: indices, accept: accept, requestID: requestID)
         }
         if !request.focus.isEmpty { _ = batch.focus(Set(request.focus)) }  // nothing started yet: nothing yields
         let focused = Set(request.focus)

@@ -67,6 +67,30 @@ struct BatchRequest {
         focus = try Self.indices(decoded.focus, of: items.count, "focus")
     }
 
+    /// The body of `POST /batches/<id>/items`: more items for a running batch, in the
+    /// shape of `POST /batches`'s (`items` or `urls`, each item with its own parameters and
+    /// `sig`), and `focus`: which of *these* are on screen now. What applies to every item
+    /// (the thumbnail parameters, `priority`, `preview`, `inline`, `cancelOffscreen`) was
+    /// fixed when the batch was created, so naming it here is refused rather than ignored.
+    static func added(body: Bytes, maxItems: Int, presets: Presets = Presets()) throws(ThumbdError) -> BatchRequest {
+        let fixed = Set(ParameterNames.batch).subtracting(["items", "urls", "focus"])
+        if let object = try? JSONSerialization.jsonObject(with: Data(body.array)) as? [String: Any],
+           let name = object.keys.sorted().first(where: fixed.contains) {
+            throw .badRequest(.badParameter,
+                              "\(name) applies to the whole batch and was set when it was created; this route takes items (or urls) and focus")
+        }
+        return try BatchRequest(body: body, maxItems: maxItems, presets: presets)
+    }
+
+    /// This batch with `added`'s items after its own (their indices follow on).
+    mutating func append(_ added: BatchRequest) {
+        itemParameters += Array(repeating: [:], count: max(0, items.count - itemParameters.count))
+        itemSignatures += Array(repeating: nil, count: max(0, items.count - itemSignatures.count))
+        items += added.items
+        itemParameters += added.items.indices.map { $0 < added.itemParameters.count ? added.itemParameters[$0] : [:] }
+        itemSignatures += added.items.indices.map { $0 < added.itemSignatures.count ? added.itemSignatures[$0] : nil }
+    }
+
     /// The body of `POST /batches/<id>/focus`: the object `{"items": [indices]}`, checked
     /// against the batch's `count` items. Anything else (a bare list, `{}`) is refused.
     static func focus(body: Bytes, of count: Int) throws(ThumbdError) -> [Int] {

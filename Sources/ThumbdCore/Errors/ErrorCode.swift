@@ -24,6 +24,7 @@ package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible 
     case methodNotAllowed = "method_not_allowed"  // 405: a method the route does not take
     case notAcceptable = "not_acceptable"  // 406: format=auto and Accept takes no format thumbd makes
     case requestTimeout = "request_timeout"  // 408: the request did not arrive within its deadline
+    case batchEnded = "batch_ended"  // 409: items added to a batch that has ended (open a new one)
     case upstreamGone = "upstream_gone"  // 410: the origin said 410
     case bodyTooLarge = "body_too_large"  // 413: a request body over server.maxBodyBytes
     case tooManyItems = "too_many_items"  // 413: a batch over batches.maxItems
@@ -65,6 +66,7 @@ package enum ErrorCode: String, Sendable, CaseIterable, CustomStringConvertible 
         case .notFound, .batchNotFound, .upstreamNotFound: 404
         case .methodNotAllowed: 405
         case .notAcceptable: 406
+        case .batchEnded: 409
         case .requestTimeout: 408
         case .upstreamGone: 410
         case .bodyTooLarge, .tooManyItems: 413

@@ -71,10 +71,16 @@ struct RequestGuard: Sendable {
             return .error(.forbidden(.originNotAllowed,
                                      "requests that change state are refused from other origins; add it to server.allowedOrigins"))
         }
-        if request.method == "POST", request.path == "/batches", !Self.isJSON(request.headers["content-type"]) {
-            return .error(ThumbdError(.unsupportedMediaType, "POST /batches takes Content-Type: application/json"))
+        if request.method == "POST", request.path == "/batches" || Self.addsItems(request.path),
+           !Self.isJSON(request.headers["content-type"]) {
+            return .error(ThumbdError(.unsupportedMediaType, "POST \(request.path) takes Content-Type: application/json"))
         }
         return nil
+    }
+
+    /// `POST /batches/<id>/items`: a body of items, as `POST /batches` takes.
+    static func addsItems(_ path: String) -> Bool {
+        path.hasPrefix("/batches/") && path.hasSuffix("/items") && path.utf8.count > "/batches//items".utf8.count
     }
 
     /// Headers every response to this request carries: CORS for an allowed foreign origin.
