@@ -17,73 +17,24 @@ Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
 """
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchpeers import free_port, wait_port  # noqa: E402
-from benchbrowser import Browser  # noqa: E402  (headless Chromium, one tab, 1280x900, over CDP)
+from benchpeers import free_port  # noqa: E402
+from pagelib import Daemon as _Daemon, Scenarios, check, serve_page, wait  # noqa: E402
 
 binary, origin, work = sys.argv[1:4]
 
 
-class Daemon:
-    def __init__(self, name, port=None, env=None):
-        self.port = port or free_port()
-        self.db = os.path.join(work, name + ".sqlite")
-        self.log = open(os.path.join(work, name + ".log"), "ab")
-        self.env = dict(os.environ, THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true", **(env or {}))
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", self.db],
-                                     env=self.env, stdout=self.log, stderr=self.log)
-        wait_port(self.port)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-    def page(self, urls):
-        return "http://127.0.0.1:%d/?autostart=1&urls=%s" % (self.port, urllib.parse.quote("\n".join(urls), safe=""))
-
-
-def wait(browser, expression, seconds=60, on_event=None):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = browser.evaluate(expression)
-        if on_event:
-            for event in browser.events:
-                on_event(event)
-            browser.events.clear()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for: %s\nstatus: %s" % (expression, browser.evaluate("document.getElementById('status').textContent")))
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
+def Daemon(name, port=None, env=None):
+    return _Daemon(binary, work, name, port=port, env=env)
 
 
 ENDED = "document.body.dataset.batch === 'ended'"
 STATES = "[...document.querySelectorAll('.tile')].map(t => t.dataset.state + ':' + (t.dataset.loaded || ''))"
-failures = []
-
-
-def scenario(function):
-    browser = Browser(work)
-    try:
-        function(browser)
-        print("   ok: %s" % function.__doc__)
-    except Exception as error:  # noqa: BLE001 - every scenario reports, then the script fails
-        failures.append("%s: %s" % (function.__doc__, error))
-    finally:
-        browser.close()
+scenarios = Scenarios(work)
 
 
 daemon = Daemon("plain")
@@ -216,24 +167,8 @@ FOREIGN_PAGE = """<!doctype html><meta charset="utf-8"><title>my page</title>
 
 
 def foreign_page(port, urls, page_port):
-    """Serves FOREIGN_PAGE on page_port (a plain static server: another origin)."""
-    import http.server
-    import threading
-    body = (FOREIGN_PAGE % {"port": port, "urls": json.dumps(urls)}).encode()
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", page_port), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    """Serves FOREIGN_PAGE on page_port (another origin)."""
+    return serve_page(FOREIGN_PAGE % {"port": port, "urls": json.dumps(urls)}, page_port)[0]
 
 
 def module(browser):
@@ -266,8 +201,7 @@ def module(browser):
 
 try:
     for test in (sizing, broken_after_done, signed, restart, focus, module):
-        scenario(test)
+        scenarios.run(test)
 finally:
     daemon.stop()
-if failures:
-    sys.exit("\n".join("   FAILED: " + f for f in failures))
+scenarios.finish()

@@ -5,7 +5,8 @@ import Support
 /// stream, focus on scroll, cancel off screen, placeholders, and a restart followed. thumbd's
 /// own page (`GET /`) imports it too, so there is one implementation.
 enum ClientModule {
-    static let body = Bytes(Array((head.replacingOccurrences(of: "const style = STYLE;", with: "const style = " + JSONText.quote(style) + ";") + tail).utf8))
+    static let body = Bytes(Array((head.replacingOccurrences(of: "const style = STYLE;", with: "const style = " + JSONText.quote(style) + ";")
+                                   + tail + batch + element).utf8))
 
     /// The tiles' look, added to the page once (`options.style: false` leaves it out). Colours
     /// come from the page's `--card`, `--line`, `--accent`, `--muted` and `--bad` when it has them.

@@ -55,6 +55,13 @@ struct Router: HTTPHandler {
                 ("Cache-Control", "no-cache"),
                 ("X-Content-Type-Options", "nosniff"),
             ], body: ClientModule.body))
+        case "/thumbd.d.ts":
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return .response(Response(status: 200, headers: [
+                ("Content-Type", "application/typescript; charset=utf-8"),
+                ("Cache-Control", "no-cache"),
+                ("X-Content-Type-Options", "nosniff"),
+            ], body: ClientTypes.body))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return thumb.handle(request, context: context, requestID: id)
