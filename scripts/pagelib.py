@@ -85,13 +85,14 @@ class Scenarios:
         self.work = work
         self.failures = []
 
-    def run(self, function):
+    def run(self, function, name=None):
+        name = name or function.__doc__
         browser = Browser(self.work)
         try:
             function(browser)
-            print("   ok: %s" % function.__doc__)
+            print("   ok: %s" % name)
         except Exception as error:  # noqa: BLE001 - every scenario reports, then the script fails
-            self.failures.append("%s: %s" % (function.__doc__, error))
+            self.failures.append("%s: %s" % (name, error))
         finally:
             browser.close()
 

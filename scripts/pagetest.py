@@ -10,7 +10,8 @@ daemons this script starts and the test origin the smoke test started:
 5. a daemon restarted under an open page: the page says so, reconnects, ends full;
 6. focus: the page does not repeat the screen its POST named, and names a new screen as
    soon as the user scrolls to it;
-7. /thumbd.js on a page of another origin (one listed in server.allowedOrigins, served on
+7. under thumbnails.onlyPresets, the page asks with its preset;
+8. /thumbd.js on a page of another origin (one listed in server.allowedOrigins, served on
    another port): the same grid in a few lines; a page of an origin not listed is refused.
 
 Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
@@ -155,6 +156,27 @@ def focus(browser):
             urllib.request.urlopen("%s/__release/%s" % (origin, gate)).read()
 
 
+def presets(browser):
+    """under thumbnails.onlyPresets the page asks every tile with a preset (thumbnails.pagePreset, else the first by name)"""
+    only = Daemon("presets", env={"THUMBD_THUMBNAILS_PRESETS": json.dumps({"b-tile": {"w": 90, "h": 90, "fit": "cover"},
+                                                                          "a-tile": {"w": 120, "h": 120, "fit": "cover"}}),
+                                  "THUMBD_THUMBNAILS_ONLY_PRESETS": "true"})
+    try:
+        for preset, side in ((None, 120), ("b-tile", 90)):
+            if preset:
+                only.stop()
+                only.env["THUMBD_THUMBNAILS_PAGE_PRESET"] = preset
+                only.start()
+            browser.call("Page.navigate", url=only.page(tiles[:3]))
+            wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)")
+            states = browser.evaluate(STATES)
+            check(states == ["done:1"] * 3, "states with %s: %s" % (preset, states))
+            sizes = browser.evaluate("[...document.querySelectorAll('.frame img:not(.preview)')].map(i => i.naturalWidth)")
+            check(sizes == [side] * 3, "sizes with %s: %s" % (preset, sizes))
+    finally:
+        only.stop()
+
+
 FOREIGN_PAGE = """<!doctype html><meta charset="utf-8"><title>my page</title>
 <div id="tiles"></div><p id="said"></p>
 <script type="module">
@@ -200,7 +222,7 @@ def module(browser):
 
 
 try:
-    for test in (sizing, broken_after_done, signed, restart, focus, module):
+    for test in (sizing, broken_after_done, signed, restart, focus, presets, module):
         scenarios.run(test)
 finally:
     daemon.stop()

@@ -6,7 +6,15 @@ trailing comments dropped) is rewritten to talk to the daemon under test
 (http://127.0.0.1:8080 -> $THUMBD) and to the local origin (https://example.org/x.jpg and
 the elided `url=…` -> $ORIGIN/img/...), then run with bash. A curl must answer below 400
 (--fail), a thumbd subcommand must exit 0, and the signing example's two ways of signing
-must agree. Install steps (anything else) are not run. Usage: readme_examples.py README THUMBD ORIGIN THUMBD_BINARY WORKDIR
+must agree. Install steps (anything else) are not run.
+
+The ```html blocks that use <thumbd-img> are served as a page of another origin and loaded in
+headless Chromium (scripts/pagelib.py) against a daemon of their own that allows that
+origin: every element must end loaded, but the one whose src names a missing image, which
+must fail with upstream_not_found. The ```jsx block needs React and a bundler, which this
+machine does not have: it is not run.
+
+Usage: readme_examples.py README THUMBD ORIGIN THUMBD_BINARY WORKDIR
 """
 import json
 import os
@@ -15,6 +23,10 @@ import shlex
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pagelib import Daemon, Scenarios, check, free_port, serve_page, wait  # noqa: E402
 
 readme, daemon, origin, binary, work = sys.argv[1:6]
 text = open(readme).read()
@@ -44,6 +56,7 @@ def rewrite(command, batch_id):
     command = command.replace("http://127.0.0.1:8080", daemon)
     command = re.sub(r"url=https%3A%2F%2Fexample\.org%2F([\w.]+)", lambda m: "url=" + encoded(m.group(1)), command)
     command = command.replace("url=…", "url=" + encoded("readme.jpg"))
+    command = command.replace("https://example.org/missing.jpg", f"{origin}/status/404")
     command = re.sub(r"https://example\.org/([\w.]+)", lambda m: f"{origin}/img/{m.group(1)}", command)
     if batch_id:
         command = command.replace("<id>", batch_id)
@@ -66,11 +79,20 @@ for block in blocks:
         if not original.startswith(RUN):
             skipped += 1
             continue
-        command = rewrite(original, batch_id)
+        if "/batches/<id>/items" in original:
+            # Items join a batch that still runs: one held at the origin until they are added.
+            held = json.loads(subprocess.run(
+                ["curl", "-s", "-X", "POST", daemon + "/batches", "-H", "Content-Type: application/json",
+                 "-d", json.dumps({"urls": [f"{origin}/gate/readme-items"]})], capture_output=True, text=True).stdout)["id"]
+            command = rewrite(original, held)
+        else:
+            command = rewrite(original, batch_id)
         done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, errors="replace", timeout=60)
         if done.returncode != 0:
             sys.exit(f"README example failed ({done.returncode}): {original}\n  ran: {command}\n  {done.stderr.strip()}")
         ran += 1
+        if "/batches/<id>/items" in original:
+            urllib.request.urlopen(f"{origin}/__release/readme-items").read()
         if "/batches" in original and "-X POST" in original and "focus" not in original:
             batch_id = json.loads(done.stdout)["id"]
         if " sign " in f" {original} " and "--sign-key" in original:
@@ -80,3 +102,37 @@ for block in blocks:
 if len(signed) != 2 or signed["thumbd sign"] != signed["python"]:
     sys.exit(f"the two signing examples disagree: {signed}")
 print(f"   ran {ran} README examples; {skipped} install steps left alone")
+
+
+def element_page(browser, html, port, page_port):
+    """a README <thumbd-img> page, served from another origin: its tiles load, the missing one fails"""
+    page = html.replace("http://127.0.0.1:8080", "http://127.0.0.1:%d" % port)
+    page = page.replace("https://example.org/missing.jpg", f"{origin}/status/404")
+    page = re.sub(r"https://example\.org/([\w.]+)", lambda m: f"{origin}/img/readme-element-{m.group(1)}", page)
+    server, _ = serve_page(page, page_port)
+    try:
+        browser.call("Page.navigate", url="http://127.0.0.1:%d/" % page_port)
+        states = "[...document.querySelectorAll('thumbd-img')].map((e) => e.hasAttribute('loaded') ? 'loaded' : e.getAttribute('state'))"
+        wait(browser, states + ".every((s) => s === 'loaded' || s === 'failed')", seconds=60, say=states)
+        got = browser.evaluate(states)
+        expected = ["failed" if "missing.jpg" in tag else "loaded" for tag in re.findall(r"<thumbd-img[^>]*>", html)]
+        check(got == expected, "states %s, expected %s" % (got, expected))
+        failures = browser.evaluate("[...document.querySelectorAll('thumbd-img[state=failed]')].map((e) => e.failure.error)")
+        check(all(f == "upstream_not_found" for f in failures), "failures: %s" % failures)
+    finally:
+        server.shutdown()
+
+
+pages = [block for block in re.findall(r"```html\n(.*?)```", text, re.S) if "<thumbd-img" in block]
+if pages:
+    page_port = free_port()
+    element_daemon = Daemon(binary, work, "readme-elements", env={"THUMBD_SERVER_ALLOWED_ORIGINS": "http://127.0.0.1:%d" % page_port})
+    scenarios = Scenarios(work)
+    try:
+        for html in pages:
+            scenarios.run(lambda browser, html=html: element_page(browser, html, element_daemon.port, page_port),
+                          element_page.__doc__)
+    finally:
+        element_daemon.stop()
+    scenarios.finish()
+    print(f"   ran {len(pages)} README <thumbd-img> page(s) in Chromium")

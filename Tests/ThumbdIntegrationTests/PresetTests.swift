@@ -101,5 +101,15 @@ struct PresetTests {
         await #expect(throws: ConfigurationError.self) {
             _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_THUMBNAILS_ONLY_PRESETS": "true"])
         }
+        // The page's preset: named, or under onlyPresets the first by name; one not listed refuses the start.
+        let two = #"{"b":{"w":90},"a":{"w":120}}"#
+        #expect(try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_THUMBNAILS_PRESETS": two]).thumbnails.pageAsks == nil)
+        #expect(try await ThumbdConfiguration.load(file: nil, environment: [
+            "THUMBD_THUMBNAILS_PRESETS": two, "THUMBD_THUMBNAILS_ONLY_PRESETS": "true"]).thumbnails.pageAsks == "a")
+        #expect(try await ThumbdConfiguration.load(file: nil, environment: [
+            "THUMBD_THUMBNAILS_PRESETS": two, "THUMBD_THUMBNAILS_PAGE_PRESET": "b"]).thumbnails.pageAsks == "b")
+        await #expect(throws: ConfigurationError.self) {
+            _ = try await ThumbdConfiguration.load(file: nil, environment: ["THUMBD_THUMBNAILS_PRESETS": two, "THUMBD_THUMBNAILS_PAGE_PRESET": "c"])
+        }
     }
 }

@@ -58,6 +58,10 @@ package struct ThumbnailConfiguration: Sendable {
     /// `thumbnails.onlyPresets`: refuse every thumbnail parameter but `preset` (400), so that
     /// pages cannot mint unbounded variants. Originals are still served.
     package var onlyPresets = false
+    /// `thumbnails.pagePreset`: the preset thumbd's own page (`GET /`) asks every tile with,
+    /// instead of its laid-out size. Empty: the laid-out size, or under `onlyPresets` (which
+    /// refuses sizes) the first preset by name.
+    package var pagePreset = ""
 
     package init() {}
 
@@ -74,6 +78,7 @@ package struct ThumbnailConfiguration: Sendable {
         maxFrames = try r.int("maxFrames", maxFrames)
         if let text = r.optionalString("presets") { presets = try Presets.parse(json: text) }
         onlyPresets = try r.bool("onlyPresets", onlyPresets)
+        pagePreset = r.string("pagePreset", pagePreset)
         let formats = r.strings("autoFormats", autoFormats.map(\.rawValue))
         autoFormats = try formats.map { name in
             guard let format = ImageFormat(rawValue: name.lowercased()), format != .png, format != .gif else {
@@ -95,6 +100,8 @@ package struct ThumbnailConfiguration: Sendable {
         try require(maxAVIFPixels >= 64 * 64, "thumbnails.maxAvifPixels", "must be at least 4096")
         try require(maxFrames >= 1, "thumbnails.maxFrames", "must be at least 1")
         try require(!onlyPresets || !presets.isEmpty, "thumbnails.onlyPresets", "needs at least one of thumbnails.presets")
+        try require(pagePreset.isEmpty || presets[pagePreset] != nil, "thumbnails.pagePreset",
+                    "names no preset of thumbnails.presets (\(presets.keys.sorted().joined(separator: ", ")))")
         try require(!autoFormats.isEmpty, "thumbnails.autoFormats", "must name at least one of jpeg, webp, avif")
     }
 
@@ -111,6 +118,9 @@ package struct ThumbnailConfiguration: Sendable {
         settings.threads = 1
         return settings
     }
+
+    /// The preset thumbd's own page asks with (nil: the tiles' laid-out size).
+    var pageAsks: String? { pagePreset.isEmpty ? (onlyPresets ? presets.keys.sorted().first : nil) : pagePreset }
 
     /// What `preset=NAME` may name, and whether nothing else is taken.
     var presetRules: Presets { Presets(named: presets, only: onlyPresets) }

@@ -197,7 +197,8 @@ package final class Thumbd: Service, Sendable {
         }, requestGuard: requestGuard,
             metricsRoute: configuration.metrics.enabled && metricsListen == nil ? metricsHandler : nil,
             metrics: metrics,
-            log: RequestLog(access: configuration.log.access ? Logger(label: "thumbd.access") : nil))
+            log: RequestLog(access: configuration.log.access ? Logger(label: "thumbd.access") : nil),
+            page: GridPage.html(preset: configuration.thumbnails.pageAsks))
         let server: HTTPServer
         let metricsServer: HTTPServer?
         do throws(HTTPServerError) {

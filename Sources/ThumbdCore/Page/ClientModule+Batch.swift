@@ -12,10 +12,11 @@ extension ClientModule {
 //
 // Event types: "open" (the batch is posted: id, items), "items" (items added), "progress",
 // "preview", "done" (src: the tile's absolute URL; inline: its data URI when small),
-// "failed" (status, error, message), "cancelled", "end" (the counts), "restarting" (the
-// daemon is stopping: the stream resumes by itself) and "error" (the batch was refused or
-// thumbd is unreachable: status, error, message). The iterator ends after "end", and throws
-// the "error" (and the signal's reason when aborted).
+// "failed" (status, error, message), "cancelled", "end" (the counts) and "error" (the batch
+// was refused or thumbd is unreachable: status, error, message). The iterator ends after
+// "end", and throws the "error" (and the signal's reason when aborted). Dispatched only, not
+// iterated: "connected", "reconnecting" (the stream was lost; EventSource retries, and resumes
+// with Last-Event-ID) and "restarting" (the daemon is stopping: the same, announced).
 const BATCH_KEYS = ["w", "h", "dpr", "fit", "gravity", "fx", "fy", "crop", "bg", "blur", "sharpen", "rotate", "format",
                     "q", "progressive", "preset", "priority", "preview", "inline", "focus", "cancelOffscreen"];
 
@@ -101,7 +102,13 @@ class Batch extends EventTarget {
       d.src = this.server + d.src;
       if (this.items[d.index]) this.items[d.index].src = d.src;
     });
-    source.addEventListener("shutdown", () => this.emit("restarting", {}));
+    // The stream's own state, dispatched but not iterated: the daemon is stopping (it comes
+    // back and the stream resumes by itself), the stream is lost and being retried, it is open.
+    source.addEventListener("shutdown", () => this.dispatchEvent(new ThumbdEvent("restarting", {})));
+    source.onerror = () => {
+      if (this.source === source && source.readyState === EventSource.CONNECTING) this.dispatchEvent(new ThumbdEvent("reconnecting", {}));
+    };
+    source.onopen = () => this.dispatchEvent(new ThumbdEvent("connected", {}));
   }
 
   emit(type, data) {

@@ -1,9 +1,10 @@
 extension ClientModule {
-    /// The module from `start`: the batch posted, its events painted into the tiles.
+    /// The module from `start`: the batch opened (`openBatch`), its events painted into the tiles.
     static let tail = #"""
+  // Resolves when the batch has ended (or was refused): with true when every tile is done.
   async function start(urls) {
     urls = (urls || []).map((s) => String(s).trim()).filter(Boolean);
-    if (!urls.length) { say("Give at least one URL."); return; }
+    if (!urls.length) { say("Give at least one URL."); return false; }
     if (source) source.close();
     if (observer) observer.disconnect();
     grid.innerHTML = ""; delete grid.dataset.batch; if (bar) bar.classList.remove("done"); batch = null;
@@ -20,18 +21,20 @@ extension ClientModule {
     const onScreen = new Set(tiles.map((el, i) => [el.getBoundingClientRect(), i])
       .filter(([r]) => r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth).map(([, i]) => i));
     tiles.forEach((el, i) => el.classList.toggle("offscreen", !onScreen.has(i)));
-    let response;
+    // With a preset the tiles are asked with it alone (all thumbnails.onlyPresets allows), and
+    // are not asked again when they grow.
+    const asked = preset ? { preset } : { w: side, h: side, fit: "cover", format: "auto" };
+    const opened = openBatch(urls.map((url, i) => ({ url, id: String(i) })),
+                             { server, ...asked, preview: true, inline: true, focus: [...onScreen], cancelOffscreen });
+    source = opened;
+    const ended = new Promise((resolve) => opened.addEventListener("end", (e) => resolve(e.failed === 0 && e.cancelled === 0)));
     try {
-      response = await fetch(server + "/batches", { method: "POST", headers: { "Content-Type": "application/json",
-                                                                        "Accept": "image/avif,image/webp,*/*" },
-                                           body: JSON.stringify({ items: urls.map((url, i) => ({ url, id: String(i) })),
-                                                                  w: side, h: side, fit: "cover", format: "auto", preview: true, inline: true,
-                                                                  focus: [...onScreen], cancelOffscreen }) });
-    } catch (e) { say("thumbd is not reachable."); finish(false); return; }
-    const body = await response.json();
-    if (!response.ok) { say(`Refused: ${body.message || body.error}`); finish(false); return; }
-    batch = body.id;
-    body.items.forEach((item, i) => { tiles[i].title = item.url; });
+      await opened.opened;
+    } catch (e) {
+      say(e.status ? `Refused: ${e.message || e.error}` : "thumbd is not reachable."); finish(false); return false;
+    }
+    batch = opened.id;
+    opened.items.forEach((item, i) => { tiles[i].title = item.url; });
     if (options.onBatch) options.onBatch(batch);
     // As the user scrolls, thumbd hears what is on screen (at most every 100 ms): those
     // tiles go to the head of its queues.
@@ -43,8 +46,7 @@ extension ClientModule {
       const items = [...onScreen].sort((a, b) => a - b);
       if (batch !== sent || totals.ended || items.join() === told) return false;
       told = items.join();
-      fetch(`${server}/batches/${sent}/focus`, { method: "POST", headers: { "Content-Type": "application/json" },
-                                        body: JSON.stringify({ items }) }).catch(() => {});
+      opened.focus(items).catch(() => {});
       return true;
     };
     observer = new IntersectionObserver((entries) => {
@@ -60,16 +62,14 @@ extension ClientModule {
       }, 100);
     });
     tiles.forEach((el, i) => { el.dataset.index = i; observer.observe(el); });
-    source = new EventSource(server + body.events);
-    // The daemon stopping (an upgrade, a restart): EventSource reconnects by itself with
+    const on = (type, handle) => opened.addEventListener(type, (e) => handle(e.data));
+    // The daemon stopping (an upgrade, a restart): the stream reconnects by itself with
     // Last-Event-ID, and the batch goes on where it was.
-    source.addEventListener("shutdown", () => { say("thumbd is restarting: reconnecting…"); });
-    source.onerror = () => {
-      if (source && source.readyState === EventSource.CONNECTING) say("thumbd is not reachable: reconnecting…");
-    };
-    source.onopen = () => draw();
-    source.addEventListener("progress", (e) => {
-      const d = JSON.parse(e.data), el = tiles[d.index];
+    on("restarting", () => say("thumbd is restarting: reconnecting…"));
+    on("reconnecting", () => say("thumbd is not reachable: reconnecting…"));
+    on("connected", () => draw());
+    on("progress", (d) => {
+      const el = tiles[d.index];
       el.dataset.state = "fetching";
       if (!el.classList.contains("offscreen")) paint(() => {
         const pct = el.querySelector(".pct"), fill = el.querySelector(".fill");
@@ -89,15 +89,12 @@ extension ClientModule {
       preview.className = "preview"; preview.alt = ""; preview.src = uri;
       el.querySelector(".frame").replaceChildren(preview);
     });
-    source.addEventListener("preview", (e) => {
-      const d = JSON.parse(e.data);
-      paintPreview(tiles[d.index], d.preview);
-    });
-    source.addEventListener("done", (e) => {
-      const d = JSON.parse(e.data), el = tiles[d.index], frame = el.querySelector(".frame");
+    on("preview", (d) => paintPreview(tiles[d.index], d.preview));
+    on("done", (d) => {
+      const el = tiles[d.index], frame = el.querySelector(".frame");
       if (el.dataset.state === "cancelled") { totals.cancelled--; el.className = "tile"; }  // back on screen, made after all
       const img = new Image();
-      img.alt = d.url; img.decoding = "async";
+      img.alt = fileName(d.url); img.decoding = "async";
       // A preview that came with done is painted only if the tile has not loaded a moment
       // later (from the cache it loads in milliseconds: painting it first would cost more).
       if (d.preview) setTimeout(() => paintPreview(el, d.preview, true), 100);
@@ -117,12 +114,12 @@ extension ClientModule {
       };
       el.dataset.src = d.src; images.set(el, img);
       // A small tile comes inside the event: no request for it (unless the tiles grew since).
-      img.src = side > +grid.dataset.asked && !d.src.includes("sig=") ? server + resized(d.src) : (d.inline || server + d.src);
+      img.src = side > +grid.dataset.asked && resizable(d.src) ? resized(d.src) : (d.inline || d.src);
       el.dataset.state = "done"; el.dataset.cache = d.cache;
       totals.done++; totals.bytes += d.bytes; render();
     });
-    source.addEventListener("failed", (e) => {
-      const d = JSON.parse(e.data), el = tiles[d.index];
+    on("failed", (d) => {
+      const el = tiles[d.index];
       const box = document.createElement("div");
       box.className = "broken";
       box.innerHTML = brokenIcon;
@@ -131,18 +128,18 @@ extension ClientModule {
       el.dataset.state = "failed"; el.title = d.message;
       totals.failed++; render();
     });
-    source.addEventListener("cancelled", (e) => {
-      const d = JSON.parse(e.data), el = tiles[d.index];
+    on("cancelled", (d) => {
+      const el = tiles[d.index];
       el.querySelector(".frame").innerHTML = '<div class="broken" style="color:var(--muted)">cancelled</div>';
       el.className = "tile cancelled"; el.dataset.state = "cancelled";
       totals.cancelled++; render();
     });
-    source.addEventListener("end", (e) => {
-      const d = JSON.parse(e.data);
+    on("end", (d) => {
       totals.ended = true; totals.ms = d.ms; draw();
       grid.dataset.batch = "ended";
       finish(d.failed === 0 && d.cancelled === 0);
     });
+    return ended;
   }
 
   const close = () => {
@@ -150,11 +147,10 @@ extension ClientModule {
     if (observer) { observer.disconnect(); observer = null; }
     sizer.disconnect();
   };
-  addEventListener("pagehide", () => { if (source) source.close(); });
   return {
     start,
     // What is still queued or in flight is cancelled; its tiles say so.
-    cancel: () => { if (batch) return fetch(`${server}/batches/${batch}`, { method: "DELETE" }); },
+    cancel: () => { if (source) return source.cancel(); },
     close,
     get batch() { return batch; },
   };

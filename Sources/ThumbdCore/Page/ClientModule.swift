@@ -52,6 +52,7 @@ export function createGrid(options = {}) {
   // The daemon: the one this module came from, unless told otherwise.
   const server = (options.server || new URL(import.meta.url).origin).replace(/\/$/, "");
   const say = (text) => { if (status) status.textContent = text; };
+  const preset = options.preset || null;
   if (options.style !== false && !document.getElementById("thumbd-grid-style")) {
     const sheet = document.createElement("style");
     sheet.id = "thumbd-grid-style"; sheet.textContent = style;
@@ -122,6 +123,8 @@ export function createGrid(options = {}) {
   const images = new WeakMap();
   const measure = () => Math.round(tiles[0].querySelector(".frame").getBoundingClientRect().width * (window.devicePixelRatio || 1));
   const resized = (src) => src.replace(/([?&])w=\d+/, `$1w=${side}`).replace(/([?&])h=\d+/, `$1h=${side}`);
+  // A signed src cannot be changed (its signature covers w and h), nor a preset's.
+  const resizable = (src) => !preset && !src.includes("sig=");
   const sizer = new ResizeObserver(() => {
     if (!tiles.length || !side) return;
     const now = measure();
@@ -129,13 +132,13 @@ export function createGrid(options = {}) {
     side = now; grid.dataset.side = side;
     for (const el of tiles) {
       const img = images.get(el);
-      if (img && el.dataset.src && !el.dataset.src.includes("sig=")) img.src = server + resized(el.dataset.src);
+      if (img && el.dataset.src && resizable(el.dataset.src)) img.src = resized(el.dataset.src);
     }
   });
   sizer.observe(grid);
 
   function finish(ok) {
-    if (source) { source.close(); source = null; }  // the server closes after "end"; do not reconnect
+    if (source) source.close();  // the server closes after "end"; do not reconnect
     if (observer) { observer.disconnect(); observer = null; }
     if (bar) bar.classList.toggle("done", ok);
     if (options.onEnd) options.onEnd(ok);

@@ -64,19 +64,27 @@ export interface BatchEventMap {
   failed: { index: number; id: string | null; url: string; status: number; error: string; message: string };
   cancelled: { index: number; id: string | null; url: string };
   end: { total: number; done: number; failed: number; cancelled: number; ms: number };
-  /** The daemon is stopping; the stream resumes by itself once it is back. */
-  restarting: {};
   /** The batch was refused, or thumbd is not reachable (status 0). */
   error: { status: number; error: string; message: string };
+}
+
+/** The stream's own state: dispatched as events, not yielded by the iterator. */
+export interface ConnectionEventMap {
+  connected: {};
+  /** The stream was lost; EventSource retries and resumes with Last-Event-ID. */
+  reconnecting: {};
+  /** The daemon is stopping; the stream resumes by itself once it is back. */
+  restarting: {};
 }
 
 export type BatchEvent = { [K in keyof BatchEventMap]: { type: K } & BatchEventMap[K] }[keyof BatchEventMap];
 
 /** An event dispatched on a ThumbdBatch: its data, also as the event's own fields. */
-export declare class ThumbdEvent<K extends keyof BatchEventMap = keyof BatchEventMap> extends Event {
-  readonly data: BatchEventMap[K];
+type AllEvents = BatchEventMap & ConnectionEventMap;
+export declare class ThumbdEvent<K extends keyof AllEvents = keyof AllEvents> extends Event {
+  readonly data: AllEvents[K];
 }
-export type ThumbdEventOf<K extends keyof BatchEventMap> = ThumbdEvent<K> & BatchEventMap[K];
+export type ThumbdEventOf<K extends keyof AllEvents> = ThumbdEvent<K> & AllEvents[K];
 
 /** A refusal: the HTTP status (0: not reachable), thumbd's error code and its message. */
 export declare class ThumbdError extends Error {
@@ -101,7 +109,7 @@ export interface ThumbdBatch extends EventTarget, AsyncIterable<BatchEvent> {
   cancel(): Promise<void>;
   /** Stops listening; the batch goes on in the daemon. */
   close(): void;
-  addEventListener<K extends keyof BatchEventMap>(type: K, listener: (event: ThumbdEventOf<K>) => void,
+  addEventListener<K extends keyof AllEvents>(type: K, listener: (event: ThumbdEventOf<K>) => void,
                                                   options?: boolean | AddEventListenerOptions): void;
   addEventListener(type: string, listener: EventListenerOrEventListenerObject | null,
                    options?: boolean | AddEventListenerOptions): void;
@@ -119,11 +127,14 @@ export interface GridOptions {
   onBatch?(id: string): void;
   onProgress?(totals: { total: number; done: number; failed: number; cancelled: number; bytes: number; ended: boolean; ms?: number }): void;
   onEnd?(ok: boolean): void;
+  /** Ask every tile with this preset alone (what thumbnails.onlyPresets allows), not at its laid-out size. */
+  preset?: string;
 }
 
 export interface Grid {
-  start(urls: string[]): Promise<void>;
-  cancel(): Promise<Response> | undefined;
+  /** Resolves when the batch has ended (true: every tile done), or was refused (false). */
+  start(urls: string[]): Promise<boolean>;
+  cancel(): Promise<void> | undefined;
   close(): void;
   readonly batch: string | null;
 }

@@ -6,7 +6,15 @@ import Support
 /// once (tests, links); `&cancelOffscreen=1` cancels tiles long off screen.
 enum GridPage {
     /// The document: its markup and style, then the page's own few lines of script.
-    static let html = Bytes(Array((markup + script + closing).utf8))
+    /// `preset`: what every tile is asked with (`thumbnails.pagePreset`), named in a meta tag.
+    static func html(preset: String?) -> Bytes {
+        let escaped = preset.map { name in
+            name.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+                .replacingOccurrences(of: "<", with: "&lt;")
+        }
+        let named = escaped.map { "<meta name=\"thumbd-preset\" content=\"\($0)\">\n" } ?? ""
+        return Bytes(Array((markup.replacingOccurrences(of: "<title>", with: named + "<title>") + script + closing).utf8))
+    }
 
     private static let script = #"""
 import { createGrid } from "/thumbd.js";
@@ -14,6 +22,7 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const grid = createGrid({
   grid: $("grid"), status: $("status"), bar: $("progress"), cancelOffscreen: params.get("cancelOffscreen") === "1",
+  preset: document.querySelector('meta[name="thumbd-preset"]')?.content,
   onBatch: () => { $("cancel").disabled = false; },
   onEnd: () => {
     $("fetch").disabled = false; $("cancel").disabled = true;

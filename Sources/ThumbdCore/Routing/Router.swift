@@ -1,4 +1,5 @@
 import HTTPServer
+import Support
 
 /// Sends each request to its handler by path; everything else is a JSON 404 or 405.
 struct Router: HTTPHandler {
@@ -11,6 +12,8 @@ struct Router: HTTPHandler {
     let metricsRoute: MetricsHandler?
     let metrics: DaemonMetrics
     let log: RequestLog
+    /// `GET /`: thumbd's own page, asking with `thumbnails.pagePreset` when there is one.
+    let page: Bytes
     let requestIDs = RequestIDs()
 
     func render(_ refusal: ServerRefusal) -> Response {
@@ -45,7 +48,7 @@ struct Router: HTTPHandler {
                 ("Content-Type", "text/html; charset=utf-8"),
                 ("Cache-Control", "no-cache"),
                 ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'"),
-            ], body: GridPage.html))
+            ], body: page))
         case "/thumbd.js":
             // The grid as an ES module, for this daemon's page and for pages of the origins in
             // server.allowedOrigins (a module crosses origins only with CORS, added above).
