@@ -32,7 +32,8 @@ const mark = (tile) => {
 };
 document.addEventListener('load', (e) => {
   const img = e.target;
-  if (!img || img.tagName !== 'IMG' || img.src.startsWith('data:')) return;
+  // An <img>, or a <thumbd-img> (its image is in its shadow root; it fires load itself).
+  if (!img || !(img.tagName === 'IMG' || img.tagName === 'THUMBD-IMG') || (img.tagName === 'IMG' && img.src.startsWith('data:'))) return;
   const tile = img.closest('[data-index]');
   if (tile) mark(tile);
 }, true);

@@ -5,6 +5,8 @@ Chromium (1280x900), driven over the DevTools protocol, loaded three ways:
   direct   <img> straight at the originals
   <img>    <img src="/thumb?url=…&w=160&h=160&format=auto"> through thumbd
   page     thumbd's own page (GET /): a batch, its event stream, previews, focus
+  element  a page of the origin's (another origin than thumbd's, listed in
+           server.allowedOrigins) whose tiles are <thumbd-img> elements from /thumbd.js
 
 The photos (60 of 4000x3000 and 60 of 1200x800, each distinct) are made here with libvips,
 and served by an origin started here with 60 ms of latency before each answer and ~4 MB/s
@@ -46,13 +48,13 @@ TILE = 160
 # MARK: thumbd
 
 class Thumbd:
-    def __init__(self, binary, work, name):
+    def __init__(self, binary, work, name, env=None):
         self.port = free_port()
         config = os.path.join(work, "empty.yaml")
         with open(config, "w") as f:
             f.write("{}\n")
         self.db = os.path.join(work, name + ".sqlite")
-        env = dict(os.environ, THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true", THUMBD_LOG_LEVEL="warning")
+        env = dict(os.environ, THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS="true", THUMBD_LOG_LEVEL="warning", **(env or {}))
         self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % self.port, "--db", self.db,
                                       "--config", config], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
@@ -83,6 +85,15 @@ def static_page(template, sources, style):
     after = rest.split("</div>", 1)[1]
     after = after[:after.index("<script")] + after[after.index("</script>") + len("</script>"):]
     return head + '<div id="grid" class="thumbd-grid">' + tiles + "</div>" + after
+
+
+def element_page(template, sources, style, server):
+    """The same layout, its tiles <thumbd-img> elements of /thumbd.js from `server`."""
+    page = static_page(template, sources, style)
+    page = page.replace('<img src="', '<thumbd-img src="').replace(
+        'alt="" style="width:100%;height:100%;object-fit:cover">',
+        'width="%d" height="%d" alt="" style="width:100%%;height:100%%;display:block"></thumbd-img>' % (TILE, TILE))
+    return page.replace("</body>", '<script type="module" src="%s/thumbd.js"></script>\n</body>' % server)
 
 
 def floors(origin, names, rounds):
@@ -161,6 +172,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--thumbd", default=".build/release/thumbd")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-elements", dest="elements", action="store_false",
+                        help="leave out the <thumbd-img> page (a release before it)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="thumbd-benchgrid-")
     photos_dir = os.path.join(work, "photos")
@@ -202,6 +215,17 @@ def main():
                 f.write(static_page(template, sources, style))
             return origin.url(name)
 
+        def elements(daemon):
+            """A page on the origin whose tiles are <thumbd-img> (one batch for the page)."""
+            name = "elements-%d.html" % daemon.port
+            with open(os.path.join(photos_dir, name), "w") as f:
+                f.write(element_page(template, urls, style, daemon.url("")))
+            return origin.url(name)
+
+        # The element page is of another origin than thumbd's: its module and batch need
+        # that origin in server.allowedOrigins (nothing else differs from the shipped settings).
+        allowed = {"THUMBD_SERVER_ALLOWED_ORIGINS": origin.url("").rstrip("/")}
+
         def run(label, url, scroll=False, paste=None):
             row = load(work, url, count, scroll=scroll, paste=paste)
             results.setdefault(label, []).append(row)
@@ -209,8 +233,8 @@ def main():
                 label, row["first"], row["all"], row["bottom"], row["bytes"] / 1e6, row["first_tiles"]),
                 file=sys.stderr, flush=True)
 
-        def fresh(name):
-            daemon = Thumbd(args.thumbd, work, name)
+        def fresh(name, env=None):
+            daemon = Thumbd(args.thumbd, work, name, env)
             daemons.append(daemon)
             return daemon
 
@@ -235,6 +259,14 @@ def main():
             daemon = fresh("page-scroll-%d" % round_)
             run("page cold, scrolled", daemon.url("/"), scroll=True, paste=urls)
             daemon.stop()
+            if args.elements:
+                daemon = fresh("elements-%d" % round_, allowed)
+                run("element cold", elements(daemon))
+                run("element warm", elements(daemon))
+                daemon.stop()
+                daemon = fresh("elements-scroll-%d" % round_, allowed)
+                run("element cold, scrolled", elements(daemon), scroll=True)
+                daemon.stop()
     finally:
         origin.stop()
         static.stop()
@@ -268,6 +300,16 @@ def report(results, cpu, total_bytes, download, decode):
     print("| thumbd's own page (batch + SSE + previews + focus) | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
         m("page cold", "first"), m("page cold", "all"), m("page warm", "all"), m("page cold, scrolled", "bottom"),
         m("page cold", "bytes") / 1e6))
+    if "element cold" in results:
+        print("| `<thumbd-img>` elements on a page of another origin (one batch + SSE + previews + focus) | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+            m("element cold", "first"), m("element cold", "all"), m("element warm", "all"), m("element cold, scrolled", "bottom"),
+            m("element cold", "bytes") / 1e6))
+        print()
+        print("| `<thumbd-img>` page / thumbd's own page | cold: first screen | cold: all | warm: all | scrolled: bottom screen |")
+        print("|---|---|---|---|---|")
+        print("| ratio (target: within 1.10) | %.2f | %.2f | %.2f | %.2f |" % (
+            m("element cold", "first") / m("page cold", "first"), m("element cold", "all") / m("page cold", "all"),
+            m("element warm", "all") / m("page warm", "all"), m("element cold, scrolled", "bottom") / m("page cold, scrolled", "bottom")))
     print()
     print("| target (the grid, 0.9) | thumbd | direct | ratio | target | met |")
     print("|---|---|---|---|---|---|")

@@ -7,9 +7,10 @@ started:
    every element fires load (a 404 fires error); half replaced by a re-render asks nothing
    again; elements added after the batch ended go into a new one;
 2. scrolling away cancels the tiles still downloading, and scrolling back asks them again;
-3. openBatch: typed events in order as an async iterator, and an AbortSignal that cancels
+3. a daemon restarted under the page: its stream resumes, no tile is lost;
+4. openBatch: typed events in order as an async iterator, and an AbortSignal that cancels
    the batch on the daemon; /thumbd.d.ts declares every export of the module;
-4. a signed setup (each element carries the sig its page's server made) and an onlyPresets
+5. a signed setup (each element carries the sig its page's server made) and an onlyPresets
    setup (elements ask with a preset).
 
 Usage: elementtest.py THUMBD_BINARY ORIGIN WORKDIR
@@ -165,6 +166,27 @@ def scrolling(browser):
     with_page("scrolling", elements, {}, scene)
 
 
+def restart(browser):
+    """a daemon restarted under an open page of elements: the stream resumes and no tile is lost"""
+    tag = "rs%d" % os.getpid()
+    elements = [{"src": "%s/img/%s-%d.jpg" % (origin, tag, i), "width": 300, "height": 200} for i in range(3)]
+    elements.append({"src": "%s/gate/%s" % (origin, tag), "width": 300, "height": 200})
+
+    def scene(daemon, page):
+        browser.call("Page.navigate", url=page)
+        wait(browser, "window.events && events.length === 3", say=STATES)
+        check(origin_stats()["requests"].get("/gate/%s" % tag) == 1, "the held one was asked")
+        daemon.stop()
+        daemon.start()
+        urllib.request.urlopen("%s/__release/%s" % (origin, tag)).read()
+        wait(browser, "events.length === 4", seconds=60, say=STATES)
+        check(sorted(browser.evaluate("events")) == [[i, "load"] for i in range(4)], "events: %s" % browser.evaluate("events"))
+        posts = browser.evaluate("asked.filter(([m, p]) => m === 'POST' && !p.endsWith('/focus')).map(([m, p]) => p)")
+        check(posts == ["/batches"], "the page asked again: %s" % posts)
+
+    with_page("restart", elements, {}, scene)
+
+
 BATCH_SCRIPT = """(async () => {
   const server = "http://127.0.0.1:%(port)d";
   const typed = [];
@@ -249,6 +271,6 @@ def signed_and_presets(browser):
                                   "THUMBD_THUMBNAILS_ONLY_PRESETS": "true"}, preset_scene)
 
 
-for test in (elements_scene, scrolling, open_batch, signed_and_presets):
+for test in (elements_scene, scrolling, restart, open_batch, signed_and_presets):
     scenarios.run(test)
 scenarios.finish()
