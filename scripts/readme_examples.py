@@ -3,8 +3,8 @@
 
 Every ```sh block after the quick start is read; each command (continuations joined,
 trailing comments dropped) is rewritten to talk to the daemon under test
-(http://127.0.0.1:8080 -> $THUMBD) and to the local origin (https://example.org/x.jpg and
-the elided `url=…` -> $ORIGIN/img/...), then run with bash. A curl must answer below 400
+(http://127.0.0.1:8080 -> $THUMBD) and to the local origin (https://example.org/x.jpg, the
+first example's NASA photo and the elided `url=…` -> $ORIGIN/img/...), then run with bash. A curl must answer below 400
 (--fail), a thumbd subcommand must exit 0, and the signing example's two ways of signing
 must agree. Install steps (anything else) are not run.
 
@@ -55,6 +55,9 @@ def rewrite(command, batch_id):
     encoded = lambda name: urllib.parse.quote(f"{origin}/img/{name}", safe="")
     command = command.replace("http://127.0.0.1:8080", daemon)
     command = re.sub(r"url=https%3A%2F%2Fexample\.org%2F([\w.]+)", lambda m: "url=" + encoded(m.group(1)), command)
+    # The first example's real photo (public domain, on NASA's image library) comes from the local origin here.
+    command = command.replace("url=https%3A%2F%2Fimages-assets.nasa.gov%2Fimage%2Fas17-148-22727%2Fas17-148-22727~medium.jpg",
+                              "url=" + encoded("earth.jpg"))
     command = command.replace("url=…", "url=" + encoded("readme.jpg"))
     command = command.replace("https://example.org/missing.jpg", f"{origin}/status/404")
     command = re.sub(r"https://example\.org/([\w.]+)", lambda m: f"{origin}/img/{m.group(1)}", command)
