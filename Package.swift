@@ -81,7 +81,10 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ],
             // Design notes beside the code they describe.
-            exclude: ["Batches/DECISIONS.md", "Batches/PATH.md", "Daemon/LIFECYCLE.md"]),
+            exclude: ["Batches/DECISIONS.md", "Batches/PATH.md", "Daemon/LIFECYCLE.md"],
+            // The HTTP API's OpenAPI document, compiled in (GET /openapi.json): no bundle to
+            // install beside the binary.
+            resources: [.embedInCode("Routing/openapi.json")]),
 
         // What `thumbd warm|stats|purge` use: one HTTP client, the SSE parser.
         .target(

@@ -65,6 +65,12 @@ struct Router: HTTPHandler {
                 ("Cache-Control", "no-cache"),
                 ("X-Content-Type-Options", "nosniff"),
             ], body: ClientTypes.body))
+        case "/openapi.json":
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return .response(Response(status: 200, headers: [
+                ("Content-Type", "application/json"),
+                ("Cache-Control", "no-cache"),
+            ], body: OpenAPIDocument.body))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return thumb.handle(request, context: context, requestID: id)
