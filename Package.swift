@@ -11,8 +11,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "thumbd", targets: ["thumbd"]),
-        // For a Swift tool or app on the machine: open a batch and follow its events
-        // (BatchSession), the daemon's admin calls (DaemonConnection), its event stream parser.
+        // For a Swift app or tool (Linux, macOS, iOS): images, batches as typed events, the
+        // daemon's admin calls (DaemonClient).
         .library(name: "ThumbdClient", targets: ["ThumbdClient"]),
     ],
     // Each dependency at one exact version (Package.resolved is not committed): a build
@@ -27,6 +27,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
+        // The Swift client library: HTTP on Linux and Apple platforms. (mattt/EventSource 1.1.1
+        // does not build on Linux: its client uses URLSession.bytes, which swift-corelibs-foundation
+        // lacks; the library parses the stream with its own EventStreamParser.)
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
     ],
     targets: [
         // One thin system-library target per C library: module map + pkg-config + apt provider.
@@ -86,9 +91,20 @@ let package = Package(
             // install beside the binary.
             resources: [.embedInCode("Routing/openapi.json")]),
 
-        // What `thumbd warm|stats|purge` use: one HTTP client, the SSE parser.
+        // The client library (Linux and Apple platforms), what `thumbd warm|stats|purge|health`
+        // use: images, batches as typed events, the admin calls, on AsyncHTTPClient.
         .target(
             name: "ThumbdClient",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]),
+
+        // A blocking HTTP/1.1 client of loopback sockets: what the tests use to speak to the
+        // daemon byte for byte (Linux).
+        .target(
+            name: "LoopbackClient",
             dependencies: ["Support"]),
 
         // Argument parsing and the service group.
@@ -105,12 +121,12 @@ let package = Package(
         // -DFUZZING it replays a corpus. Debug builds only (@testable import).
         .executableTarget(
             name: "ThumbdFuzz",
-            dependencies: ["ThumbdCore", "Upstream", "Support", "ThumbdClient"]),
+            dependencies: ["ThumbdCore", "Upstream", "Support", "LoopbackClient", "ThumbdClient"]),
 
         // Test support: a daemon on an ephemeral port, a real origin, one raw HTTP client.
         .target(
             name: "ThumbdTesting",
-            dependencies: ["ThumbdCore", "ThumbdClient", "Thumbnailer", "Support"],
+            dependencies: ["ThumbdCore", "LoopbackClient", "ThumbdClient", "Thumbnailer", "Support"],
             path: "Tests/ThumbdTesting"),
 
         // Test support: a suite trait that keeps blocking tests off the cooperative pool.
@@ -119,10 +135,10 @@ let package = Package(
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "ThumbdClient", "Support", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["HTTPServer", "LoopbackClient", "ThumbdClient", "Support", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support", "TestThreads"]),
-        .testTarget(name: "ThumbdClientTests", dependencies: ["ThumbdClient"]),
+        .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "ThumbdClient"]),
         .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting", "TestThreads"]),
         .testTarget(
             name: "ThumbdCoreTests",
@@ -130,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "ThumbdIntegrationTests",
             dependencies: [
-                "ThumbdCore", "ThumbdTesting", "TestThreads", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
+                "ThumbdCore", "ThumbdTesting", "TestThreads", "LoopbackClient", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

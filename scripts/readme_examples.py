@@ -11,8 +11,9 @@ must agree. Install steps (anything else) are not run.
 The ```html blocks that use <thumbd-img> are served as a page of another origin and loaded in
 headless Chromium (scripts/pagelib.py) against a daemon of their own that allows that
 origin: every element must end loaded, but the one whose src names a missing image, which
-must fail with upstream_not_found. The ```jsx block needs React and a bundler, which this
-machine does not have: it is not run.
+must fail with upstream_not_found. The ```swift block must be, line for line, the one
+Tests/ThumbdIntegrationTests/ReadmeSwiftExampleTests.swift compiles and runs. The ```jsx
+block needs React and a bundler, which this machine does not have: it is not run.
 
 Usage: readme_examples.py README THUMBD ORIGIN THUMBD_BINARY WORKDIR
 """
@@ -116,15 +117,32 @@ def element_page(browser, html, port, page_port):
     try:
         browser.call("Page.navigate", url="http://127.0.0.1:%d/" % page_port)
         states = "[...document.querySelectorAll('thumbd-img')].map((e) => e.hasAttribute('loaded') ? 'loaded' : e.getAttribute('state'))"
-        wait(browser, states + ".every((s) => s === 'loaded' || s === 'failed')", seconds=60, say=states)
-        got = browser.evaluate(states)
         expected = ["failed" if "missing.jpg" in tag else "loaded" for tag in re.findall(r"<thumbd-img[^>]*>", html)]
+        # Every element of the page (not the blank page before it) has settled.
+        wait(browser, "(() => { const s = %s; return s.length === %d && s.every((x) => x === 'loaded' || x === 'failed'); })()"
+             % (states, len(expected)), seconds=60, say=states)
+        got = browser.evaluate(states)
         check(got == expected, "states %s, expected %s" % (got, expected))
         failures = browser.evaluate("[...document.querySelectorAll('thumbd-img[state=failed]')].map((e) => e.failure.error)")
         check(all(f == "upstream_not_found" for f in failures), "failures: %s" % failures)
     finally:
         server.shutdown()
 
+
+# The ```swift block is compiled and run by the Swift tests (ReadmeSwiftExampleTests), its
+# server and URLs named by variables there: here, the two texts must agree.
+swift_blocks = re.findall(r"```swift\n(.*?)```", text, re.S)
+test_file = os.path.join(os.path.dirname(readme), "Tests/ThumbdIntegrationTests/ReadmeSwiftExampleTests.swift")
+tested = open(test_file).read()
+tested = tested[tested.index("// README-BEGIN\n") + len("// README-BEGIN\n"):tested.index("// README-END")]
+tested_lines = [line.strip() for line in tested.splitlines() if line.strip()]
+for block in swift_blocks:
+    lines = [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("import ")]
+    lines = [line.replace('"http://127.0.0.1:8080"', "server").replace('["https://example.org/a.jpg", "https://example.org/b.png"]', "[a, b]")
+             .replace('"https://example.org/a.jpg"', "a") for line in lines]
+    if lines != tested_lines:
+        sys.exit("the README's Swift example is not the one ReadmeSwiftExampleTests runs:\n  README: %s\n  test:   %s" % (lines, tested_lines))
+print(f"   the README's {len(swift_blocks)} Swift example(s) are the ones the Swift tests run")
 
 pages = [block for block in re.findall(r"```html\n(.*?)```", text, re.S) if "<thumbd-img" in block]
 if pages:

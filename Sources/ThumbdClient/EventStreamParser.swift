@@ -1,4 +1,3 @@
-import Support
 /// A parser for `text/event-stream` as the HTML standard specifies it (§9.2.6), the way
 /// EventSource reads a stream: lines end in CRLF, LF or CR; a leading BOM is skipped;
 /// lines starting with ":" are comments; "field: value" drops one space after the colon;

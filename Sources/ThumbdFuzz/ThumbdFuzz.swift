@@ -12,6 +12,7 @@
 import Foundation
 @testable import HTTPServer
 import Support
+import LoopbackClient
 import ThumbdClient
 @testable import ThumbdCore
 @testable import Upstream

@@ -45,11 +45,9 @@ struct Health: AsyncParsableCommand {
         let settings = try await Check.load(config).settings
         let base = "http://" + Self.reachable(settings.server.listen)
         do {
-            let connection = try DaemonConnection(base: base, timeoutSeconds: 3)
-            let head = try connection.send("GET", "/healthz")
-            let body = String(decoding: try connection.body(), as: UTF8.self)
-            print("thumbd: \(base)/healthz: \(head.status) \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
-            guard head.status == 200 else { throw Failure("unhealthy", exitCode: 1) }
+            let (status, body) = try await DaemonClient(server: base, timeout: .seconds(3)).health()
+            print("thumbd: \(base)/healthz: \(status) \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
+            guard status == 200 else { throw Failure("unhealthy", exitCode: 1) }
         } catch let failure as Failure {
             throw failure
         } catch {

@@ -211,7 +211,7 @@ struct Warm: AsyncParsableCommand {
         let urls = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
         var warmer = Warmer(
-            server: server.server, priority: priority, json: json, interactive: isatty(2) == 1,
+            client: DaemonClient(server: server.server), priority: priority, json: json, interactive: isatty(2) == 1,
             output: { FileHandle.standardOutput.write(Data($0.utf8)) },
             progress: { FileHandle.standardError.write(Data($0.utf8)) })
         warmer.thumbnail = thumbnail.parameters
@@ -219,7 +219,12 @@ struct Warm: AsyncParsableCommand {
             let signer = URLSigner(keys: [key])
             warmer.sign = { [thumbnail = warmer.thumbnail] url in signer.signature { $0 == "url" ? url : thumbnail[$0] } }
         }
-        let report = try warmer.run(urls: urls)
+        let report: Warmer.Report
+        do {
+            report = try await warmer.run(urls: urls)
+        } catch let error as DaemonError {
+            throw ValidationError(error.description)
+        }
         if !report.failed.isEmpty {
             var lines = "\(report.failed.count) of \(report.total) failed:\n"
             for failure in report.failed {
@@ -259,7 +264,7 @@ struct Sign: AsyncParsableCommand {
     }
 }
 
-struct Stats: ParsableCommand {
+struct Stats: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show what the running daemon holds and how it served.")
 
     @Flag(help: "Print the daemon's JSON as it is.")
@@ -267,11 +272,13 @@ struct Stats: ParsableCommand {
 
     @OptionGroup var server: ServerOption
 
-    func run() throws {
-        let connection = try DaemonConnection(base: server.server)
-        let head = try connection.send("GET", "/stats")
-        let body = try connection.body()
-        guard head.status == 200 else { throw ValidationError("thumbd answered \(head.status)") }
+    func run() async throws {
+        let body: [UInt8]
+        do {
+            body = try await DaemonClient(server: server.server).stats()
+        } catch let error as DaemonError {
+            throw ValidationError(error.description)
+        }
         if json {
             FileHandle.standardOutput.write(Data(body))
             return
@@ -294,7 +301,7 @@ struct Stats: ParsableCommand {
     }
 }
 
-struct Purge: ParsableCommand {
+struct Purge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Remove one URL, or everything, from the running daemon's cache.")
 
     @Argument(help: "The image URL to remove.")
@@ -312,22 +319,19 @@ struct Purge: ParsableCommand {
         guard (url != nil) != all else { throw ValidationError("give either a URL or --all") }
     }
 
-    func run() throws {
-        let target = url.map { "/cache?url=" + QueryValue.encode($0) } ?? "/cache"
-        let connection = try DaemonConnection(base: server.server)
-        let head = try connection.send("DELETE", target)
-        let body = String(decoding: try connection.body(), as: UTF8.self)
-        guard head.status == 200 else { throw ValidationError("thumbd answered \(head.status): \(body)") }
-        if json {
-            print(body, terminator: "")
-            return
+    func run() async throws {
+        let purged: Int
+        do {
+            purged = try await DaemonClient(server: server.server).purge(url)
+        } catch let error as DaemonError {
+            throw ValidationError(error.description)
         }
-        struct Purged: Decodable { var purged: Int }
-        guard let purged = try? JSONDecoder().decode(Purged.self, from: Data(body.utf8)) else {
-            throw ValidationError("thumbd's /cache answer is not what this thumbd reads: \(body)")
+        if json {
+            print("{\"purged\":\(purged)}")
+            return
         }
         // Like stats: a line for a person; --json for a script.
         let what = url.map { "\($0) and its variants" } ?? "everything"
-        print("purged \(what): \(purged.purged) object\(purged.purged == 1 ? "" : "s") removed")
+        print("purged \(what): \(purged) object\(purged == 1 ? "" : "s") removed")
     }
 }

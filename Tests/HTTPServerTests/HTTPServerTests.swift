@@ -5,7 +5,7 @@ import Logging
 import Support
 import Synchronization
 import Testing
-import ThumbdClient
+import LoopbackClient
 
 /// The server alone, with a handler of the test's own: it knows no product type, so
 /// everything it says in its own name comes from the handler (`render`) or its configuration.

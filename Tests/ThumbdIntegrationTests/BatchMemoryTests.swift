@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import ThumbdCore
 import ThumbdTesting
-import ThumbdClient
+import LoopbackClient
 import Support
 
 /// Kept batches bounded: finished batches were kept for their whole retention without any

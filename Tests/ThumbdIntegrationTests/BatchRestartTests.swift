@@ -1,6 +1,7 @@
 import Foundation
 import TestThreads
 import Testing
+import LoopbackClient
 import ThumbdClient
 import ThumbdCore
 import ThumbdTesting

@@ -1,7 +1,7 @@
 import Foundation
 import ThumbdCore
 import ThumbdTesting
-import ThumbdClient
+import LoopbackClient
 import Support
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import ThumbdCore
 import ThumbdTesting
+import LoopbackClient
 import ThumbdClient
 import Support
 import Testing

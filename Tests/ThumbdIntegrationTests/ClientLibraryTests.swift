@@ -3,55 +3,80 @@ import Testing
 import ThumbdClient
 import ThumbdTesting
 
-/// The `ThumbdClient` library product, as a Swift tool on the machine uses it: a batch opened
-/// and followed to its end, its focus and its cancel, against the real daemon.
-@Suite("ThumbdClient: BatchSession")
+/// The `ThumbdClient` library product, as a Swift app or tool uses it (`DaemonClient`, on
+/// AsyncHTTPClient): an image, a batch's typed events in order, a task cancelled (and its
+/// batch with it), a host name, against the real daemon. (A daemon restarted under an open
+/// batch, a process of its own: scripts/smoke/test_23_client_restart.sh, through `thumbd warm`.)
+@Suite("ThumbdClient: DaemonClient")
 struct ClientLibraryTests {
-    @Test("open a batch with thumbnail parameters, follow every event to end; a refusal throws its message")
-    func followToEnd() async throws {
+    static func client(_ daemon: TestDaemon, host: String = "127.0.0.1") -> DaemonClient {
+        DaemonClient(server: "http://\(host):\(daemon.port)", timeout: .seconds(30))
+    }
+
+    @Test("an image and its cache status; a refusal throws thumbd's code; a host name (localhost) works")
+    func image() async throws {
         try await withOriginAndDaemon { origin, daemon in
-            let server = "http://127.0.0.1:\(daemon.port)"
-            let items = [BatchSession.Item(url: origin.url("/img/lib-a.jpg"), id: "a"),
-                         BatchSession.Item(url: origin.url("/status/404"), id: "b")]
-            let events = try await blocking { () -> [BatchSession.Event] in
-                let batch = try BatchSession.open(server: server, items: items, parameters: ["w": "32", "format": "png"])
-                var seen: [BatchSession.Event] = []
-                let ended = try batch.follow { seen.append($0); return true }
-                #expect(ended)
-                return seen
+            let thumbd = Self.client(daemon, host: "localhost")
+            let first = try await thumbd.image(origin.url("/img/lib-image.jpg"), ThumbnailOptions(w: 32, format: "png"))
+            #expect(first.cache == "miss" && first.contentType == "image/png" && first.bytes.starts(with: [0x89, 0x50]))
+            let again = try await thumbd.image(origin.url("/img/lib-image.jpg"), ThumbnailOptions(w: 32, format: "png"))
+            #expect(again.cache == "hit" && again.bytes == first.bytes)
+            await #expect { try await thumbd.image(origin.url("/img/lib-image.jpg"), ThumbnailOptions(w: 0)) } throws: { error in
+                (error as? DaemonError)?.status == 400 && (error as? DaemonError)?.error == "bad_parameter"
             }
-            #expect(events.last?.type == "end")
-            let done = try #require(events.first { $0.type == "done" })
-            #expect(done.data.contains("\"id\":\"a\"") && done.data.contains("w=32"), "\(done.data)")
-            #expect(events.contains { $0.type == "failed" && $0.data.contains("upstream_not_found") })
-            let refusal = try await blocking { () -> String in
-                do {
-                    _ = try BatchSession.open(server: server, items: items, parameters: ["w": "0"])
-                    return "accepted"
-                } catch { return "\(error)" }
+            await #expect { try await thumbd.image(origin.url("/status/404")) } throws: { error in
+                (error as? DaemonError)?.error == "upstream_not_found"
             }
-            #expect(refusal.contains("400") && refusal.contains("w must be"), "\(refusal)")
+            let unreachable = DaemonClient(server: "http://127.0.0.1:9", timeout: .seconds(5))
+            await #expect { try await unreachable.stats() } throws: { error in (error as? DaemonError)?.status == 0 }
         }
     }
 
-    @Test("focus and cancel a batch still running; stop following when the handler says so")
-    func focusAndCancel() async throws {
+    @Test("a batch's typed events arrive in order: opened first, each item's outcome, end last")
+    func typedEvents() async throws {
         try await withOriginAndDaemon { origin, daemon in
-            let server = "http://127.0.0.1:\(daemon.port)"
-            let items = (0..<3).map { BatchSession.Item(url: origin.url("/gate/lib-\($0)")) }
-            let batch = try await blocking { try BatchSession.open(server: server, items: items) }
-            try await blocking { try batch.focus([2]) }
-            await #expect(throws: DaemonClientError.self) { try await blocking { try batch.focus([9]) } }
-            try await blocking { try batch.cancel() }
-            // The cancelled batch's events are all there (a late subscriber gets them all).
-            let stopped = try await blocking { try batch.follow { _ in false } }
-            #expect(!stopped)
-            let events = try await blocking { () -> [String] in
-                var types: [String] = []
-                try batch.follow { types.append($0.type); return true }
-                return types
+            let items: [BatchItem] = [BatchItem(url: origin.url("/img/lib-a.jpg"), id: "a"),
+                                      BatchItem(url: origin.url("/status/404"), id: "b")]
+            var events: [BatchEvent] = []
+            for try await event in Self.client(daemon).batch(items, BatchOptions(thumbnail: ThumbnailOptions(w: 32, format: "png"))) {
+                events.append(event)
             }
-            #expect(events.filter { $0 == "cancelled" }.count == 3 && events.last == "end", "\(events)")
+            guard case .opened(_, let created) = events.first else { Issue.record("first: \(String(describing: events.first))"); return }
+            #expect(created.map(\.id) == ["a", "b"])
+            guard case .end(let end) = events.last else { Issue.record("last: \(String(describing: events.last))"); return }
+            #expect(end.total == 2 && end.done == 1 && end.failed == 1)
+            let done = events.compactMap { if case .done(let done) = $0 { done } else { nil } }
+            #expect(done.count == 1 && done.first?.id == "a" && done.first?.contentType == "image/png" && done.first?.src.contains("w=32") == true)
+            let failed = events.compactMap { if case .failed(let failure) = $0 { failure } else { nil } }
+            #expect(failed.count == 1 && failed.first?.error == "upstream_not_found")
+            // A refused batch throws thumbd's error.
+            await #expect {
+                for try await _ in Self.client(daemon).batch(items, BatchOptions(thumbnail: ThumbnailOptions(w: 0))) {}
+            } throws: { error in (error as? DaemonError)?.status == 400 }
+        }
+    }
+
+    @Test("cancelling the task that follows a batch cancels the batch on the daemon; focus reaches it")
+    func cancelled() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let thumbd = Self.client(daemon)
+            let items = (0..<3).map { BatchItem(url: origin.url("/gate/lib-cancel-\($0)")) }
+            let opened = AsyncStream<String>.makeStream()
+            let follower = Task {
+                for try await event in thumbd.batch(items) {
+                    if case .opened(let id, _) = event { opened.continuation.yield(id) }
+                }
+            }
+            var ids = opened.stream.makeAsyncIterator()
+            let id = try #require(await ids.next())
+            try await thumbd.focus(batch: id, [2])
+            await #expect { try await thumbd.focus(batch: id, [9]) } throws: { error in (error as? DaemonError)?.status == 400 }
+            follower.cancel()
+            #expect(try await eventually(10) {
+                let snapshot = try await request(daemon.port, "/batches/\(id)").json
+                return (snapshot["counts"] as? [String: Any])?["cancelled"] as? Int == 3
+            })
+            for index in 0..<3 { try await origin.release("lib-cancel-\(index)") }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackClient
 import ThumbdClient
 import ThumbdTesting
 import Testing

@@ -1,5 +1,5 @@
 import Foundation
-import ThumbdClient
+import LoopbackClient
 import ThumbdCore
 import ThumbdTesting
 import Testing

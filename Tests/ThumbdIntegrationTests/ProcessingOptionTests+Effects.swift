@@ -1,7 +1,7 @@
 import Foundation
 import Support
 import Testing
-import ThumbdClient
+import LoopbackClient
 import ThumbdCore
 import ThumbdTesting
 import Thumbnailer

@@ -2,7 +2,7 @@ import Foundation
 import Support
 import TestThreads
 import Testing
-import ThumbdClient
+import LoopbackClient
 import ThumbdCore
 import ThumbdTesting
 import Thumbnailer

@@ -1,7 +1,7 @@
 import Foundation
 import Support
 import ThumbdCore
-import ThumbdClient
+import LoopbackClient
 import ThumbdTesting
 import Testing
 import Thumbnailer

@@ -2,6 +2,7 @@ import Foundation
 import Support
 import TestThreads
 import Testing
+import LoopbackClient
 import ThumbdClient
 import ThumbdCore
 import ThumbdTesting

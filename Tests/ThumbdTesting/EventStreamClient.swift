@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackClient
 import ThumbdClient
 
 /// Reads a thumbd event stream over a raw socket: response head, then the body (chunked or,

@@ -1,6 +1,6 @@
 import Foundation
 import Support
-import ThumbdClient
+import LoopbackClient
 
 /// The tests' HTTP client is the command-line tools' own (`HTTPConnection`, in
 /// ThumbdClient): one hand-written client in the package, not two.

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import ThumbdClient
+import LoopbackClient
 
 /// The client's socket is closed once, whatever way the connection ends.
 @Suite("HTTPConnection's socket")

@@ -1,4 +1,5 @@
 import Testing
+import LoopbackClient
 import ThumbdClient
 
 @Suite("The test suite's SSE parser follows the spec")

@@ -1,7 +1,7 @@
-import Support
 import Foundation
+import ThumbdClient
 
-/// `thumbd warm`: opens one batch on a running daemon and follows its event stream,
+/// `thumbd warm`: opens one batch on a running daemon (`DaemonClient`) and follows its events,
 /// drawing a progress bar (done / failed / bytes / rate / ETA) or printing the events as
 /// JSON lines. If the stream drops before `end`, it reconnects with `Last-Event-ID`, as
 /// EventSource would.
@@ -22,22 +22,22 @@ public struct Warmer {
         public var milliseconds = 0
     }
 
-    public var server: String
+    public var client: DaemonClient
     public var priority: String?
     /// Thumbnail parameters for every URL, by their query names (`w`, `h`, `dpr`, `fit`,
     /// `gravity`, `blur`, `preset`, …): the variants are made, not only the originals fetched.
     public var thumbnail: [String: String] = [:]
     /// The `sig` of one URL (with `thumbnail`), when the daemon wants signed URLs.
-    public var sign: ((String) -> String?)?
+    public var sign: (@Sendable (String) -> String?)?
     public var json: Bool
     /// Standard output (JSON lines) and the progress line's terminal (standard error).
     public var output: (String) -> Void
     public var progress: (String) -> Void
     public var interactive: Bool
 
-    public init(server: String, priority: String?, json: Bool, interactive: Bool,
+    public init(client: DaemonClient, priority: String?, json: Bool, interactive: Bool,
                 output: @escaping (String) -> Void, progress: @escaping (String) -> Void) {
-        self.server = server
+        self.client = client
         self.priority = priority
         self.json = json
         self.interactive = interactive
@@ -45,15 +45,17 @@ public struct Warmer {
         self.progress = progress
     }
 
-    public func run(urls: [String]) throws -> Report {
-        guard !urls.isEmpty else { throw DaemonClientError("no URLs to warm") }
-        let batch = try BatchSession.open(server: server, items: urls.enumerated().map { .init(url: $1, id: String($0), sig: sign?($1)) },
-                                          parameters: thumbnail, priority: priority)
+    public func run(urls: [String]) async throws -> Report {
+        guard !urls.isEmpty else { throw DaemonError(status: 0, error: "no_urls", message: "no URLs to warm") }
+        let items = urls.enumerated().map { index, url in
+            BatchItem(url: url, id: String(index), options: ThumbdClient.ThumbnailOptions(sig: sign?(url)))
+        }
+        let options = BatchOptions(thumbnail: ThumbdClient.ThumbnailOptions(more: thumbnail), priority: priority)
         var report = Report(total: urls.count)
         let started = Date()
         var ended = false
         var lastDraw = Date.distantPast
-        try batch.follow { event in
+        for try await event in client.batch(items, options) {
             ended = apply(event, to: &report) || ended
             if !json, interactive || Date().timeIntervalSince(lastDraw) > 2 {
                 if Date().timeIntervalSince(lastDraw) > 0.1 || ended {
@@ -61,9 +63,8 @@ public struct Warmer {
                     lastDraw = Date()
                 }
             }
-            return true
         }
-        guard ended else { throw DaemonClientError("the event stream ended before the batch did") }
+        guard ended else { throw DaemonError(status: 0, error: "unreachable", message: "the event stream ended before the batch did") }
         if !json {
             draw(report, started: started, final: true)
             if interactive { progress("\n") }
@@ -71,27 +72,20 @@ public struct Warmer {
         return report
     }
 
-    /// Updates the report from one event; true at `end`. The event's data stays an untyped
-    /// JSON object: `--json` passes it through whole, whatever fields it carries.
-    private func apply(_ event: EventStreamParser.Event, to report: inout Report) -> Bool {
-        let data = (try? JSONSerialization.jsonObject(with: Data(event.data.utf8))) as? [String: Any] ?? [:]
-        if json {
-            let line: [String: Any] = ["event": event.type, "id": Int(event.lastEventID) ?? 0, "data": data]
-            if let text = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
-                output(String(decoding: text, as: UTF8.self) + "\n")
-            }
-        }
-        switch event.type {
-        case "done":
+    /// Updates the report from one event; true at `end`. With `--json`, each event is a line
+    /// `{"event": …, "data": {…}}` with the daemon's fields.
+    private func apply(_ event: BatchEvent, to report: inout Report) -> Bool {
+        if json, let line = event.jsonLine { output(line + "\n") }
+        switch event {
+        case .done(let done):
             report.done += 1
-            report.bytes += data["bytes"] as? Int ?? 0
-        case "failed":
-            report.failed.append(Failure(url: data["url"] as? String ?? "", status: data["status"] as? Int ?? 0,
-                                         error: data["error"] as? String ?? "", message: data["message"] as? String ?? ""))
-        case "cancelled":
+            report.bytes += done.bytes
+        case .failed(let failure):
+            report.failed.append(Failure(url: failure.url, status: failure.status, error: failure.error, message: failure.message))
+        case .cancelled:
             report.cancelled += 1
-        case "end":
-            report.milliseconds = data["ms"] as? Int ?? 0
+        case .end(let end):
+            report.milliseconds = end.ms
             return true
         default: break
         }
