@@ -114,6 +114,10 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+# The tiles whose <thumbd-img> was cancelled (scrolled away, with cancelOffscreen).
+CANCELLED = "[...document.querySelectorAll('[data-index]')].filter((t) => t.querySelector('thumbd-img[state=cancelled]')).map((t) => +t.dataset.index)"
+
+
 def load(work, url, count, scroll=False, paste=None, timeout=90):
     """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
     navigation start) and the bytes the browser received. `paste`: URLs to paste into
@@ -132,7 +136,8 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
                 browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
                 scrolled = True
-            if (browser.evaluate("Object.keys(window.__loads || {}).length") or 0) >= count:
+            # A tile a page cancelled (a <thumbd-img> scrolled away long enough) is settled too.
+            if (browser.evaluate("Object.keys(window.__loads || {}).length + " + CANCELLED + ".length") or 0) >= count:
                 break
             time.sleep(0.05)
         # Where each tile lies in the document, and the viewport's height.
@@ -142,19 +147,22 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
               return [+el.dataset.index, r.top + scrollY, r.bottom + scrollY];
             });
             return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
-                     loads: window.__loads || {}, post: window.__post, focus: window.__focus || [] };
+                     loads: window.__loads || {}, post: window.__post, focus: window.__focus || [],
+                     cancelled: """ + CANCELLED + """ };
         })()""")
         loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
-        if len(loads) < count:
+        if len(loads) + len(layout["cancelled"]) < count:
             status = browser.evaluate("(document.getElementById('status') || {}).textContent")
             raise RuntimeError("%s: %d of %d tiles loaded in %d s (the page says: %s)" % (url[:80], len(loads), count, timeout, status))
         view, height = layout["view"], layout["height"]
         first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
         bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
+        # A cancelled tile (scrolled away) has no load: a screen's time is its loaded tiles'.
         return {
-            "first": max(loads[i] for i in first),
+            "first": max((loads[i] for i in first if i in loads), default=float("nan")),
             "all": max(loads.values()),
-            "bottom": max(loads[i] for i in bottom_screen),
+            "bottom": max((loads[i] for i in bottom_screen if i in loads), default=float("nan")),
+            "cancelled": len(layout["cancelled"]),
             "bytes": browser.bytes_received(),
             "first_tiles": len(first),
             "post": (layout["post"] or 0) / 1000.0,

@@ -173,10 +173,25 @@ class Hub {
   }
 }
 
-const SHADOW = '<style>:host{display:inline-block;position:relative;overflow:hidden;vertical-align:top;background:#eef0f3}' +
+// One style sheet for every element's shadow root (adopted, not a <style> copied into each:
+// a grid of them would be as many sheets to match). The size comes from the attributes as
+// custom properties, so that a page's own width and height win.
+const CSS = ':host{display:inline-block;position:relative;overflow:hidden;vertical-align:top;background:#eef0f3;' +
+  'width:var(--thumbd-width,auto);height:var(--thumbd-height,auto)}' +
   'img{width:100%;height:100%;object-fit:cover;display:block}img.preview{filter:blur(4px)}' +
   '.bar{position:absolute;left:0;bottom:0;height:3px;width:0;background:#2563eb}' +
-  'svg{position:absolute;inset:0;margin:auto;width:40%;height:40%;color:#b42318}</style>';
+  'svg{position:absolute;inset:0;margin:auto;width:40%;height:40%;color:#b42318}';
+let sheet = null;
+try { sheet = new CSSStyleSheet(); sheet.replaceSync(CSS); } catch (e) { sheet = null; }
+
+// What changes in the elements (a preview, a loaded tile, a progress bar) is applied together,
+// at most every 50 ms, as createGrid does: each change alone is a layout and a paint, and a
+// grid's events and images come in bursts.
+let swaps = [], swapping = 0;
+function swap(change) {
+  swaps.push(change);
+  if (!swapping) swapping = setTimeout(() => { swapping = 0; const due = swaps; swaps = []; due.forEach((f) => f()); }, 50);
+}
 const BROKEN = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
 
 export class ThumbdImg extends HTMLElement {
@@ -186,7 +201,8 @@ export class ThumbdImg extends HTMLElement {
     super();
     this.record = null;
     this.shown = null;
-    this.attachShadow({ mode: "open" }).innerHTML = SHADOW + '<style id="size"></style>';
+    const root = this.attachShadow({ mode: "open" });
+    if (sheet) root.adoptedStyleSheets = [sheet]; else root.innerHTML = "<style>" + CSS + "</style>";
   }
 
   get hub() {
@@ -223,7 +239,8 @@ export class ThumbdImg extends HTMLElement {
 
   size() {
     const w = +this.getAttribute("width"), h = +this.getAttribute("height");
-    this.shadowRoot.getElementById("size").textContent = ":host{" + (w ? `width:${w}px;` : "") + (h ? `height:${h}px;` : "") + "}";
+    if (w) this.style.setProperty("--thumbd-width", w + "px"); else this.style.removeProperty("--thumbd-width");
+    if (h) this.style.setProperty("--thumbd-height", h + "px"); else this.style.removeProperty("--thumbd-height");
   }
 
   // What this element asks of thumbd (one batch item).
@@ -256,32 +273,36 @@ export class ThumbdImg extends HTMLElement {
       this.shown = src;
       const img = new Image();
       img.alt = this.alt; img.decoding = "async";
-      img.onload = () => {
+      img.onload = () => swap(() => {
         if (this.shown !== src) return;
         root.querySelectorAll("img, svg, .bar").forEach((n) => n.remove());
         root.appendChild(img);
         this.loaded = true; this.setAttribute("loaded", "");
         this.dispatchEvent(new Event("load"));
-      };
+      });
       img.onerror = () => {
         if (this.shown !== src) return;
         this.fail({ status: 0, error: "tile_not_loaded", message: "the tile did not load" });
       };
       img.src = src;
-      if (record.preview && !root.querySelector("img")) this.showPreview(record.preview);
       return;
     }
     if (record.state === "failed") return this.fail(record.last || {});
-    if (record.preview) this.showPreview(record.preview);
-    if (record.state === "fetching" && record.progress != null) {
-      let bar = root.querySelector(".bar");
-      if (!bar) { bar = document.createElement("span"); bar.className = "bar"; root.appendChild(bar); }
-      bar.style.width = Math.round(100 * record.progress) + "%";
+    if (record.preview) swap(() => this.showPreview(record.preview));
+    if (record.state === "fetching" && record.progress != null && !this.barDue) {
+      this.barDue = true;
+      swap(() => {
+        this.barDue = false;
+        if (this.loaded || this.shown) return;
+        let bar = root.querySelector(".bar");
+        if (!bar) { bar = document.createElement("span"); bar.className = "bar"; root.appendChild(bar); }
+        bar.style.width = Math.round(100 * (record.progress || 0)) + "%";
+      });
     }
   }
 
   showPreview(uri) {
-    if (this.loaded || this.shadowRoot.querySelector("img.preview")) return;
+    if (this.loaded || this.shown || this.shadowRoot.querySelector("img.preview")) return;
     const preview = new Image();
     preview.className = "preview"; preview.alt = ""; preview.src = uri;
     this.shadowRoot.appendChild(preview);
