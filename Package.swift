@@ -99,7 +99,12 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                "EventStream",
             ]),
+
+        // The text/event-stream parser (the HTML standard's): the client library's, the tests',
+        // and the fuzzer's, which must not pull in SwiftNIO.
+        .target(name: "EventStream"),
 
         // A blocking HTTP/1.1 client of loopback sockets: what the tests use to speak to the
         // daemon byte for byte (Linux).
@@ -121,12 +126,12 @@ let package = Package(
         // -DFUZZING it replays a corpus. Debug builds only (@testable import).
         .executableTarget(
             name: "ThumbdFuzz",
-            dependencies: ["ThumbdCore", "Upstream", "Support", "LoopbackClient", "ThumbdClient"]),
+            dependencies: ["ThumbdCore", "Upstream", "Support", "EventStream"]),
 
         // Test support: a daemon on an ephemeral port, a real origin, one raw HTTP client.
         .target(
             name: "ThumbdTesting",
-            dependencies: ["ThumbdCore", "LoopbackClient", "ThumbdClient", "Thumbnailer", "Support"],
+            dependencies: ["ThumbdCore", "LoopbackClient", "EventStream", "Thumbnailer", "Support"],
             path: "Tests/ThumbdTesting"),
 
         // Test support: a suite trait that keeps blocking tests off the cooperative pool.
@@ -135,10 +140,10 @@ let package = Package(
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "LoopbackClient", "ThumbdClient", "Support", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["HTTPServer", "LoopbackClient", "EventStream", "Support", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support", "TestThreads"]),
-        .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "ThumbdClient"]),
+        .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "EventStream"]),
         .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting", "TestThreads"]),
         .testTarget(
             name: "ThumbdCoreTests",
@@ -146,7 +151,7 @@ let package = Package(
         .testTarget(
             name: "ThumbdIntegrationTests",
             dependencies: [
-                "ThumbdCore", "ThumbdTesting", "TestThreads", "LoopbackClient", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
+                "ThumbdCore", "ThumbdTesting", "TestThreads", "LoopbackClient", "EventStream", "ThumbdClient", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

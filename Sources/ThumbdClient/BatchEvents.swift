@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import EventStream
 import Foundation
 import NIOCore
 

@@ -12,8 +12,7 @@
 import Foundation
 @testable import HTTPServer
 import Support
-import LoopbackClient
-import ThumbdClient
+import EventStream
 @testable import ThumbdCore
 @testable import Upstream
 

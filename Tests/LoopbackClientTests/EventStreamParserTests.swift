@@ -1,6 +1,6 @@
 import Testing
 import LoopbackClient
-import ThumbdClient
+import EventStream
 
 @Suite("The test suite's SSE parser follows the spec")
 struct EventStreamParserTests {

@@ -2,7 +2,7 @@ import Foundation
 import TestThreads
 import Testing
 import LoopbackClient
-import ThumbdClient
+import EventStream
 import ThumbdCore
 import ThumbdTesting
 import Thumbnailer

@@ -2,7 +2,7 @@ import Foundation
 import ThumbdCore
 import ThumbdTesting
 import LoopbackClient
-import ThumbdClient
+import EventStream
 import Support
 import Testing
 

@@ -1,6 +1,6 @@
 import Foundation
 import LoopbackClient
-import ThumbdClient
+import EventStream
 import ThumbdTesting
 import Testing
 

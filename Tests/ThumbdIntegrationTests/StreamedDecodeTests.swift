@@ -3,7 +3,7 @@ import Support
 import TestThreads
 import Testing
 import LoopbackClient
-import ThumbdClient
+import EventStream
 import ThumbdCore
 import ThumbdTesting
 import Thumbnailer

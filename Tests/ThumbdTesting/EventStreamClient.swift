@@ -1,6 +1,6 @@
 import Foundation
 import LoopbackClient
-import ThumbdClient
+import EventStream
 
 /// Reads a thumbd event stream over a raw socket: response head, then the body (chunked or,
 /// as thumbd sends it, delimited by the server closing the connection) fed to
