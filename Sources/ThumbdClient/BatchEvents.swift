@@ -151,32 +151,49 @@ public struct BatchEvents: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncThrowingStream<BatchEvent, any Error>.Iterator {
         let (stream, continuation) = AsyncThrowingStream<BatchEvent, any Error>.makeStream()
-        let opened = OpenedBatch()
+        // The one task that posts and follows the batch; the consumer leaving (its task
+        // cancelled, or the loop left before `end`) cancels it, and it cancels the batch.
         let task = Task { [client, items, options] in
             do {
-                try await Self.run(client: client, items: items, options: options, opened: opened, continuation: continuation)
+                try await Self.run(client: client, items: items, options: options, continuation: continuation)
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)
             }
         }
-        continuation.onTermination = { [client] termination in
-            task.cancel()
-            // Left before its end (the task cancelled, the loop left): cancel it on the daemon.
-            guard case .cancelled = termination, let id = opened.id else { return }
-            Task { try? await client.cancel(batch: id) }
-        }
+        continuation.onTermination = { _ in task.cancel() }
         return stream.makeAsyncIterator()
     }
 
     /// Posts the batch, then follows its stream to `end`, reconnecting with the last id.
-    static func run(client: DaemonClient, items: [BatchItem], options: BatchOptions, opened: OpenedBatch,
+    /// The batch is cancelled on the daemon when this task is cancelled before `end`.
+    static func run(client: DaemonClient, items: [BatchItem], options: BatchOptions,
                     continuation: AsyncThrowingStream<BatchEvent, any Error>.Continuation) async throws {
-        struct Created: Decodable { var id: String; var events: String; var items: [BatchEvent.Item] }
         let body = try await client.expect(201, "POST", "/batches", json: try options.body(items))
         let created = try JSONDecoder().decode(Created.self, from: Data(body))
-        opened.id = created.id
         continuation.yield(.opened(id: created.id, items: created.items))
+        do {
+            try await follow(client: client, created: created, options: options, continuation: continuation)
+        } catch {
+            if Task.isCancelled {
+                // Its DELETE runs as a task of its own: a request this cancelled task made
+                // would be cancelled with it. It ends with that request (bounded by the
+                // client's timeout).
+                Task { try? await client.cancel(batch: created.id) }
+            }
+            throw error
+        }
+    }
+
+    struct Created: Decodable, Sendable {
+        var id: String
+        var events: String
+        var items: [BatchEvent.Item]
+    }
+
+    /// Follows the stream of `created` to `end`, reconnecting with the last id.
+    static func follow(client: DaemonClient, created: Created, options: BatchOptions,
+                       continuation: AsyncThrowingStream<BatchEvent, any Error>.Continuation) async throws {
         var lastEventID: String?
         var retry = Duration.seconds(1)
         var lastHeard = ContinuousClock.now
@@ -215,16 +232,6 @@ public struct BatchEvents: AsyncSequence, Sendable {
             }
             try await Task.sleep(for: retry)
         }
-    }
-}
-
-/// The id of a batch once posted, for the cancel of a task that ends before its `end`.
-final class OpenedBatch: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: String?
-    var id: String? {
-        get { lock.withLock { value } }
-        set { lock.withLock { value = newValue } }
     }
 }
 
