@@ -52,25 +52,11 @@ struct Router: HTTPHandler {
         case "/thumbd.js":
             // The grid as an ES module, for this daemon's page and for pages of the origins in
             // server.allowedOrigins (a module crosses origins only with CORS, added above).
-            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return .response(Response(status: 200, headers: [
-                ("Content-Type", "text/javascript; charset=utf-8"),
-                ("Cache-Control", "no-cache"),
-                ("X-Content-Type-Options", "nosniff"),
-            ], body: ClientModule.body))
+            return .response(Self.asset(request, ClientModule.body, type: "text/javascript; charset=utf-8"))
         case "/thumbd.d.ts":
-            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return .response(Response(status: 200, headers: [
-                ("Content-Type", "application/typescript; charset=utf-8"),
-                ("Cache-Control", "no-cache"),
-                ("X-Content-Type-Options", "nosniff"),
-            ], body: ClientTypes.body))
+            return .response(Self.asset(request, ClientTypes.body, type: "application/typescript; charset=utf-8"))
         case "/openapi.json":
-            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return .response(Response(status: 200, headers: [
-                ("Content-Type", "application/json"),
-                ("Cache-Control", "no-cache"),
-            ], body: OpenAPIDocument.body))
+            return .response(Self.asset(request, OpenAPIDocument.body, type: "application/json"))
         case "/thumb":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             return thumb.handle(request, context: context, requestID: id)
@@ -96,6 +82,17 @@ struct Router: HTTPHandler {
         /// Serving, but not storing: writes to the cache fail (a full disk).
         case degraded(String)
         case unhealthy
+    }
+
+    /// A file this build carries (the module, its declarations, the API document): GET or
+    /// HEAD, revalidated on each use (`no-cache`), never sniffed as another type.
+    static func asset(_ request: Request, _ body: Bytes, type: String) -> Response {
+        guard request.method == "GET" || request.method == "HEAD" else { return notAllowed("GET, HEAD") }
+        return Response(status: 200, headers: [
+            ("Content-Type", type),
+            ("Cache-Control", "no-cache"),
+            ("X-Content-Type-Options", "nosniff"),
+        ], body: body)
     }
 
     static func notAllowed(_ allow: String) -> Response {
