@@ -48,6 +48,16 @@ extension CacheStore {
         return db
     }
 
+    /// The cache file was written by a newer thumbd: its schema version is past the
+    /// migrations this one knows. The file is left as it is (a downgrade must not damage it).
+    public struct NewerSchema: Error, CustomStringConvertible {
+        public let found: Int
+        public let known: Int
+        public var description: String {
+            "it was written by a newer thumbd (schema version \(found); this one knows up to \(known))"
+        }
+    }
+
     /// A failure to set the file up, said plainly (the directory, the system's reason).
     public struct SetupError: Error, CustomStringConvertible {
         public let description: String
@@ -68,8 +78,12 @@ extension CacheStore {
         }
     }
 
+    /// How many damaged files set aside are kept: the newest ones (a disk that damages the
+    /// file at every start must not fill up with copies of it).
+    static let damagedCopiesKept = 3
+
     /// Renames a damaged database (and its -wal and -shm) to `<path>.damaged-<UTC time>`;
-    /// returns the new path.
+    /// returns the new path. Copies older than the last `damagedCopiesKept` are removed.
     static func moveAside(_ path: String) throws -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -80,6 +94,23 @@ extension CacheStore {
             try? FileManager.default.removeItem(atPath: aside + suffix)
             try FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
         }
+        removeOldDamagedCopies(of: path)
         return aside
+    }
+
+    /// The copies of `path` set aside as damaged, oldest first (their UTC times sort as text).
+    static func damagedCopies(of path: String) -> [String] {
+        let directory = (path as NSString).deletingLastPathComponent
+        let prefix = (path as NSString).lastPathComponent + ".damaged-"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
+        return names.filter { $0.hasPrefix(prefix) && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+            .sorted()
+            .map { directory.isEmpty ? $0 : (directory as NSString).appendingPathComponent($0) }
+    }
+
+    private static func removeOldDamagedCopies(of path: String) {
+        for copy in damagedCopies(of: path).dropLast(damagedCopiesKept) {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+        }
     }
 }

@@ -2,6 +2,7 @@ import Support
 
 /// Migrations, applied in order; `PRAGMA user_version` records how many have run.
 enum Schema {
+
     static let migrations: [String] = [
         """
         CREATE TABLE objects (
@@ -45,10 +46,19 @@ enum Schema {
         """,
     ]
 
-    static func migrate(_ db: Connection) throws {
+    /// The file's schema version (how many migrations have run on it). A file a newer
+    /// thumbd has migrated is refused: this one cannot know what its tables mean now, and
+    /// writing to them would damage it for the newer one.
+    static func version(_ db: Connection) throws -> Int {
         let version = try db.cached("PRAGMA user_version")
         let current = try version.step() ? Int(version.int64(0)) : 0
         version.reset()
+        guard current <= migrations.count else { throw CacheStore.NewerSchema(found: current, known: migrations.count) }
+        return current
+    }
+
+    static func migrate(_ db: Connection) throws {
+        let current = try version(db)
         guard current < migrations.count else { return }
         try db.transaction {
             for index in current..<migrations.count {

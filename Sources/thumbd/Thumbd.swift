@@ -13,7 +13,7 @@ struct ThumbdCommand: AsyncParsableCommand {
         commandName: "thumbd",
         abstract: "A local caching proxy for images.",
         version: BuildInfo.text,
-        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self, Check.self, Health.self],
+        subcommands: [Serve.self, Warm.self, Stats.self, Purge.self, Sign.self, Check.self, Health.self, Backup.self, Compact.self],
         defaultSubcommand: Serve.self)
 
     /// As ArgumentParser's, but a `Failure` (a start-up failure that is not a usage error)
@@ -119,6 +119,8 @@ struct Serve: AsyncParsableCommand {
         let daemon = Thumbd(configuration: settings, logger: logger)
         do {
             try daemon.start()
+        } catch let error as ConfigurationError {
+            throw Failure(error.description, exitCode: 78)
         } catch let error as ThumbdError {
             throw Failure(error.message, exitCode: 1)
         } catch {

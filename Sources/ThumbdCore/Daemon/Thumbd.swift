@@ -141,6 +141,10 @@ package final class Thumbd: Service, Sendable {
         let store: CacheStore
         do {
             store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
+        } catch let error as CacheStore.NewerSchema {
+            // Not a fault of the file's but of this binary's age: a setting to change (the
+            // file, or the version run), said as one (EX_CONFIG from `thumbd serve`).
+            throw ConfigurationError(key: "store.path", reason: "\(configuration.store.path): \(error); run that thumbd or a newer one, or give this one another file (a cache: the new file fills again from the origins)")
         } catch {
             // What the operator can act on: the file, the setting that names it, the reason.
             throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
