@@ -27,6 +27,53 @@ struct ResizeLaneTests {
         for _ in 0..<3_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
 
+    @Test("a worker reads its mail in order, each piece once: a job delivered just before the exit is run, not overwritten")
+    func mailboxKeepsAJobBeforeTheExit() {
+        let worker = ResizeLane.Worker()
+        let ran = Mutex(false)
+        worker.deliver(.stream(ResizeLane.StreamJob(cost: 1) { ran.withLock { $0 = true } }))
+        worker.deliver(.exit)  // stop() telling the worker to exit before it read the job
+        guard case .stream(let job) = worker.next() else {
+            Issue.record("the job was overwritten by the exit")
+            return
+        }
+        job.body()
+        #expect(ran.withLock { $0 })
+        guard case .exit = worker.next() else {
+            Issue.record("the exit was lost")
+            return
+        }
+    }
+
+    @Test("stop() waits for a streamed decode that runs, which then finishes and gives its memory back")
+    func stopWaitsForStreams() async throws {
+        var configuration = ResizeLane.Configuration(workers: 1, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
+                                                     watchdogSlack: .milliseconds(100))
+        configuration.streamWorkers = 1
+        let lane = ResizeLane(configuration: configuration)
+        let gate = Gate()
+        #expect(lane.startStream(cost: 40) {
+            gate.add("stream started")
+            gate.semaphore.wait()
+            gate.add("stream finished")
+        })
+        try await Self.wait { gate.entries == ["stream started"] }
+        let stopped = Mutex(false)
+        let thread = Thread {
+            lane.stop()
+            stopped.withLock { $0 = true }
+        }
+        thread.start()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!stopped.withLock { $0 }, "stop() returned while a stream still ran")
+        gate.semaphore.signal()
+        try await Self.wait { stopped.withLock { $0 } }
+        #expect(stopped.withLock { $0 })
+        #expect(gate.entries == ["stream started", "stream finished"])
+        #expect(lane.load.memoryInUse == 0)
+        #expect(!lane.startStream(cost: 1) {})  // stopped: nothing new starts
+    }
+
     @Test("at most `workers` run; the queue is bounded (then nil: 503 busy); priority, then the cheaper, go first")
     func boundsAndOrder() async throws {
         let lane = Self.lane(workers: 1, queued: 3, limit: .seconds(600))

@@ -14,7 +14,7 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
 
     /// `configure` adjusts the defaults; loopback origins are allowed unless it says otherwise.
     /// With `start` false the daemon is made but not started (a test runs it as a service).
-    package init(directory: URL? = nil, start: Bool = true,
+    package init(directory: URL? = nil, start: Bool = true, logger given: Logger? = nil,
                  _ configure: (inout ThumbdConfiguration) -> Void = { _ in }) throws {
         startLibvipsFirst()
         let directory = directory ?? FileManager.default.temporaryDirectory
@@ -33,8 +33,8 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
         configure(&configuration)
         self.directory = directory
         self.configuration = configuration
-        var logger = Logger(label: "thumbd.test")
-        logger.logLevel = .warning
+        var logger = given ?? Logger(label: "thumbd.test")
+        if given == nil { logger.logLevel = .warning }
         ProcessLimits.raiseOpenFiles()
         let daemon = Thumbd(configuration: configuration, logger: logger)
         if start { try daemon.start() }

@@ -16,6 +16,9 @@ import Synchronization
 package final class EventLog: Sendable {
     /// How long finished streams wait for the slowest subscriber before they close anyway.
     static let closeGrace = DispatchTimeInterval.seconds(1)
+    /// The logs' timers and deferred wakes: a serial queue of their own, which a global
+    /// queue busy with other work cannot make late (as the resize lane's watchdogs have).
+    private static let timers = DispatchQueue(label: "thumbd.events.timers")
 
     struct Event {
         let id: Int
@@ -122,7 +125,7 @@ package final class EventLog: Sendable {
             state.closable = state.undrained.isEmpty
             return Array(state.subscribers.values)
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + Self.closeGrace) { [weak self] in
+        Self.timers.asyncAfter(deadline: .now() + Self.closeGrace) { [weak self] in
             self?.allowClosing()
         }
         return subscribers
@@ -173,7 +176,7 @@ package final class EventLog: Sendable {
     /// stream's locks, and waking takes the others'.
     private func wakeLater(_ subscribers: [EventSubscriber]) {
         guard !subscribers.isEmpty else { return }
-        DispatchQueue.global().async { [delivery] in
+        Self.timers.async { [delivery] in
             if let delivery { delivery.wake(subscribers) } else { for subscriber in subscribers { subscriber.wake() } }
         }
     }

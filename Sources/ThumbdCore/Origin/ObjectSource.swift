@@ -21,6 +21,7 @@ final class ObjectSource: Sendable {
     private let configuration: ThumbdConfiguration
     private let logger: Logger
     private let failureLog = RateLimitedLog(linesPerWindow: 10, window: .seconds(10))
+    private let lookupFailureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(10))
 
     init(store: CacheStore, coalescer: FetchCoalescer, loop: TransferLoops, stage: ProcessingStage,
          thumbnailer: Thumbnailer, configuration: ThumbdConfiguration, metrics: DaemonMetrics, logger: Logger) {
@@ -40,7 +41,13 @@ final class ObjectSource: Sendable {
         do {
             return try store.lookup(key)
         } catch {
-            logger.error("store.lookup failed", metadata: ["error": "\(error)", "cache.key": "\(key)"])
+            // Every request looks up: a file that fails every read would write a line per
+            // request, and the log would drown what else it says.
+            lookupFailureLog.run { suppressed in
+                logger.error("store.lookup failed", metadata: [
+                    "error": "\(error)", "cache.key": "\(key)", "log.suppressed": "\(suppressed)",
+                ])
+            }
             return nil
         }
     }

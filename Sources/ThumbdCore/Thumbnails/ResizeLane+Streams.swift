@@ -56,11 +56,13 @@ extension ResizeLane {
 
     private func runStream(_ job: StreamJob, on worker: Int) {
         job.body()
-        state.withLock { state in
+        let wake = state.withLock { state in
             state.streamsRunning -= 1
             state.memoryInUse -= job.cost
             state.idleStreamWorkers.append(worker)
+            return state.idleWaiters()
         }
+        for semaphore in wake { semaphore.signal() }
         pump()  // the memory it held may let a waiting resize start
     }
 }

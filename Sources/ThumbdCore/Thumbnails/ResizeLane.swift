@@ -143,6 +143,7 @@ final class ResizeLane: Sendable {
         var memoryInUse = 0
         var nextSequence: UInt64 = 0
         var stopped = false
+        /// What waits for the lane to have nothing running (`stop()`).
         var idle: [DispatchSemaphore] = []
         var started = 0
         /// The running tasks, to stop them at shutdown.
@@ -152,6 +153,13 @@ final class ResizeLane: Sendable {
         var streamsRunning = 0
         var idleStreamWorkers: [Int] = []
         var streamThreads = 0
+
+        /// The waiters of `stop()`, taken once nothing runs or waits (else none).
+        mutating func idleWaiters() -> [DispatchSemaphore] {
+            guard running == 0, streamsRunning == 0, queue.isEmpty else { return [] }
+            defer { idle.removeAll() }
+            return idle
+        }
     }
 
     let configuration: Configuration
@@ -161,6 +169,12 @@ final class ResizeLane: Sendable {
     /// The watchdogs' timers: a queue of the lane's own, so that a busy global queue cannot
     /// make one late.
     private let watchdogs = DispatchQueue(label: "thumbd.resize.watchdog")
+
+    /// Runs `body` once the lane's time limit has passed, on the watchdogs' queue (a
+    /// streamed decode's limit, which starts with its last byte rather than with a task).
+    func afterTimeLimit(_ body: @escaping @Sendable () -> Void) {
+        watchdogs.asyncAfter(deadline: .now() + configuration.timeLimit.dispatchInterval, execute: body)
+    }
     let state: Mutex<State>  // internal: ResizeLane+Streams.swift takes it too
     /// Called (outside the lane's lock) each time a resize leaves the lane: its queue has room.
     private let roomObserver = Slot<@Sendable () -> Void>()
@@ -187,24 +201,24 @@ final class ResizeLane: Sendable {
     static let libvipsThreads = "libvips worker"
 
     /// One resize thread (or stream worker): it sleeps until it is handed a task, and exits
-    /// when told.
+    /// when told. Its mail is read in the order it was delivered, each piece once: a job
+    /// handed over outside the lane's lock, just before `stop()` tells the worker to exit,
+    /// is run, not overwritten by the exit (its waiter would never be answered).
     final class Worker: Sendable {
-        enum Mail { case none, task(Task), stream(StreamJob), exit }
-        let mailbox = Mutex(Mail.none)
+        enum Mail { case task(Task), stream(StreamJob), exit }
+        let mailbox = Mutex([Mail]())  // two at most: a job, then the exit
         let wake = DispatchSemaphore(value: 0)
         let exited = DispatchSemaphore(value: 0)
 
         func deliver(_ mail: Mail) {
-            mailbox.withLock { $0 = mail }
+            mailbox.withLock { $0.append(mail) }
             wake.signal()
         }
 
+        /// The next piece of mail, waiting for it (each `deliver` signals once).
         func next() -> Mail {
             wake.wait()
-            return mailbox.withLock { mail in
-                defer { mail = .none }
-                return mail
-            }
+            return mailbox.withLock { $0.removeFirst() }
         }
     }
 
@@ -302,9 +316,7 @@ final class ResizeLane: Sendable {
             state.memoryInUse -= task.cost
             state.runningTasks[task.sequence] = nil
             state.idleWorkers.append(worker)
-            guard state.running == 0, state.queue.isEmpty else { return [] }
-            defer { state.idle.removeAll() }
-            return state.idle
+            return state.idleWaiters()
         }
         for semaphore in wake { semaphore.signal() }
         pump()
@@ -318,7 +330,9 @@ final class ResizeLane: Sendable {
             state.stopped = true
             let queued = state.queue
             state.queue.removeAll()
-            guard state.running > 0 else { return (queued, [], nil) }
+            // Resizes and streamed decodes alike: a stream's job may have been handed to its
+            // worker a moment ago, and must run before the worker is told to exit.
+            guard state.running + state.streamsRunning > 0 else { return (queued, [], nil) }
             let signal = DispatchSemaphore(value: 0)
             state.idle.append(signal)
             return (queued, Array(state.runningTasks.values), signal)

@@ -70,14 +70,13 @@ final class StreamedDecode: Sendable {
     let feed = ByteFeed()
     private let state = Mutex(State())
     /// The decode's control: cancelled when the job is abandoned, or when the decode has not
-    /// finished `timeLimit` after the last byte.
+    /// finished the lane's time limit after the last byte (`ResizeLane.afterTimeLimit`).
     private let control = ResizeControl(timeLimit: .seconds(24 * 3600))
     private let planner: @Sendable (ImageHeader) throws -> ThumbnailPlan
     private let thumbnailer: Thumbnailer
     private let slots: Slots
     /// Where the decode runs: one of its stream workers, within its memory budget.
     private let lane: ResizeLane
-    private let timeLimit: Duration
     private let wantsPreview: @Sendable () -> Bool
     private let eligible: @Sendable () -> Bool
     private let stage: ProcessingStage
@@ -89,7 +88,6 @@ final class StreamedDecode: Sendable {
         self.eligible = eligible
         self.slots = slots
         self.lane = lane
-        self.timeLimit = lane.configuration.timeLimit
         self.stage = stage
         self.wantsPreview = wantsPreview
         self.planner = planner
@@ -112,7 +110,7 @@ final class StreamedDecode: Sendable {
                 feed.end(whole: whole)
                 if whole {
                     // The tail is decoding now: bounded like any resize.
-                    DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit.dispatchInterval) { [self] in
+                    lane.afterTimeLimit { [self] in
                         if isRunning { control.cancel() }
                     }
                 } else {
@@ -243,7 +241,7 @@ final class StreamedDecode: Sendable {
     private func run(_ plan: ThumbnailPlan) {
         if feed.isWhole {
             // Its last byte came while it waited: the time limit counts from now.
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit.dispatchInterval) { [self] in
+            lane.afterTimeLimit { [self] in
                 if isRunning { control.cancel() }
             }
         }
