@@ -16,7 +16,9 @@ final class Connection {
 
     /// Opens in SQLite's multi-thread mode (`NOMUTEX`): each connection is used by one
     /// thread at a time, so SQLite's per-connection mutex would be pure cost.
-    init(path: String, readOnly: Bool) throws {
+    /// `busyMilliseconds`: how long a statement waits for another connection's lock before
+    /// it fails with SQLITE_BUSY.
+    init(path: String, readOnly: Bool, busyMilliseconds: Int32 = 5_000) throws {
         self.path = path
         var db: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
@@ -29,7 +31,7 @@ final class Connection {
         }
         handle = db
         sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_timeout(db, 5_000)
+        sqlite3_busy_timeout(db, busyMilliseconds)
     }
 
     deinit {

@@ -5,8 +5,14 @@ import Support
 final class ReadConnection: @unchecked Sendable {  // one thread at a time: out of the pool, used, back
     private let db: Connection
 
+    /// How long a read waits for a lock: reads run on the server's threads (a hit's lookup,
+    /// `/healthz`), which must not stall for seconds. In WAL mode a reader waits only while
+    /// another connection recovers the WAL after a crash; past the bound the lookup fails
+    /// (the request is then a miss, fetched) and `/healthz` answers 503.
+    static let busyMilliseconds: Int32 = 100
+
     init(path: String) throws {
-        db = try Connection(path: path, readOnly: true)
+        db = try Connection(path: path, readOnly: true, busyMilliseconds: Self.busyMilliseconds)
         do {
             // Hits read blobs through a memory map instead of pread() into a small private
             // page cache: with many distinct hot objects this was the cost of a hit.

@@ -95,9 +95,13 @@ final class ConnectionGuard: Sendable {
     private let refusedCount = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
 
-    init(limits: Limits, render: (ServerRefusal) -> Response) {
+    /// The id each refusal carries as `X-Request-Id` (`HTTPHandler.refusalID`).
+    private let refusalID: @Sendable () -> String?
+
+    init(limits: Limits, render: (ServerRefusal) -> Response, refusalID: @escaping @Sendable () -> String?) {
         self.limits = limits
         self.canned = Canned(limits: limits, render: render)
+        self.refusalID = refusalID
         let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.server.deadlines"))
         timer = DeadlineTimer(source)
         source.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
@@ -195,37 +199,56 @@ final class ConnectionGuard: Sendable {
                 }
                 guard expired else { continue }
                 let fd = Int32(index)
-                refuse(fd, entry.phase == .receiving ? canned.requestTimeout : [])
+                if entry.phase == .receiving { refuse(fd, canned.requestTimeout) } else { close(fd) }
                 entries[fd] = nil
             }
         }
     }
 
-    private func refuse(_ fd: Int32, _ response: [UInt8]) {
+    /// Writes `answer` (with an id of its own) and shuts the socket down; never blocks.
+    private func refuse(_ fd: Int32, _ answer: CannedAnswer) {
         refusedCount.add(1, ordering: .relaxed)
-        response.withUnsafeBytes { bytes in
+        answer.bytes(id: refusalID()).withUnsafeBytes { bytes in
             thumbd_refuse_connection(fd, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
         }
+    }
+
+    /// Shuts an idle connection's socket down, with no answer (none was asked).
+    private func close(_ fd: Int32) {
+        refusedCount.add(1, ordering: .relaxed)
+        thumbd_refuse_connection(fd, nil, 0)
     }
 }
 
 
+/// An answer written straight to a refused socket, framed once (HTTP/1.1, a length,
+/// `Connection: close`); each refusal adds its own `X-Request-Id` between the two parts.
+private struct CannedAnswer: Sendable {
+    let head: [UInt8]
+    let tail: [UInt8]
+
+    func bytes(id: String?) -> [UInt8] {
+        guard let id else { return head + tail }
+        return head + Array("X-Request-Id: \(id)\r\n".utf8) + tail
+    }
+}
+
 /// The answers written straight to a refused socket: rendered once, at start, by the
-/// handler, and framed here (HTTP/1.1, a length, `Connection: close`).
+/// handler, and framed here.
 private struct Canned: Sendable {
-    let tooManyConnections: [UInt8]
-    let shuttingDown: [UInt8]
-    let tooManyParameters: [UInt8]
-    let nulInPath: [UInt8]
-    let requestTimeout: [UInt8]
+    let tooManyConnections: CannedAnswer
+    let shuttingDown: CannedAnswer
+    let tooManyParameters: CannedAnswer
+    let nulInPath: CannedAnswer
+    let requestTimeout: CannedAnswer
 
     init(limits: ConnectionGuard.Limits, render: (ServerRefusal) -> Response) {
-        func frame(_ refusal: ServerRefusal, _ extra: [(String, String)] = []) -> [UInt8] {
+        func frame(_ refusal: ServerRefusal, _ extra: [(String, String)] = []) -> CannedAnswer {
             let response = render(refusal)
             var head = "HTTP/1.1 \(refusal.status) \(Self.reason(refusal.status))\r\n"
             for (name, value) in response.headers + extra { head += "\(name): \(value)\r\n" }
-            head += "Content-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
-            return Array(head.utf8) + response.body.array
+            let tail = "Content-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
+            return CannedAnswer(head: Array(head.utf8), tail: Array(tail.utf8) + response.body.array)
         }
         tooManyConnections = frame(.tooManyConnections, [("Retry-After", "1")])
         shuttingDown = frame(.shuttingDown)

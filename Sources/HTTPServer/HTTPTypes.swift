@@ -144,10 +144,14 @@ public protocol HTTPHandler: Sendable {
     /// A small number for the kind of request (its route), kept until `finished` in
     /// `Exchange.route`: metrics need that, not the whole target.
     func route(of request: Request) -> Int
+    /// A new id for an answer the server makes itself (a refusal), sent as `X-Request-Id`
+    /// like the handler's own answers; nil: none. Called on server threads, per refusal.
+    func refusalID() -> String?
 }
 
 extension HTTPHandler {
     public func finished(_ exchange: Exchange) {}
+    public func refusalID() -> String? { nil }
     public func route(of request: Request) -> Int { 0 }
 }
 

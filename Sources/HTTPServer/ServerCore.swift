@@ -22,7 +22,7 @@ final class ServerCore: Sendable {
         let limits = ConnectionGuard.Limits(
             maxConnections: configuration.maxConnections, idleTimeout: configuration.idleTimeout,
             requestTimeout: configuration.requestTimeout, maxQueryParameters: configuration.maxQueryParameters)
-        self.connections = ConnectionGuard(limits: limits, render: handler.render)
+        self.connections = ConnectionGuard(limits: limits, render: handler.render, refusalID: { [handler] in handler.refusalID() })
         self.handler = handler
         self.maxBodyBytes = configuration.maxBodyBytes
         self.requestHeaders = configuration.requestHeaders
@@ -96,7 +96,7 @@ final class ServerCore: Sendable {
             // with a close; otherwise only record it. Answering now would cost keep-alive.
             if let refusal = Self.framingError(connection, http11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
                                                maxBodyBytes: maxBodyBytes) {
-                return Self.queue(handler.render(refusal), on: connection, core: self, extra: ExtraHeaders([("Connection", "close")]))
+                return Self.queue(handler.render(refusal), on: connection, core: self, extra: refusalHeaders([("Connection", "close")]))
             }
             let context = RequestContext(connection: connection, server: self)
             slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
@@ -114,7 +114,8 @@ final class ServerCore: Sendable {
             // answer is written and the socket shut; the request must not run.
             guard connections.processing(thumbd_mhd_connection_fd(connection)) else { return .NO }
             guard let body = context.takeBody() else {
-                return Self.queue(handler.render(.bodyTooLarge(limit: maxBodyBytes)), on: connection, core: self)
+                return Self.queue(handler.render(.bodyTooLarge(limit: maxBodyBytes)), on: connection, core: self,
+                                  extra: refusalHeaders())
             }
             let http11 = version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false
             let request = Request(
@@ -140,7 +141,14 @@ final class ServerCore: Sendable {
             return Self.queue(response, on: connection, core: self, extra: context.extraHeaders, context: context)
         }
         logger.error("server.access called again without a response")
-        return Self.queue(handler.render(.noResponse), on: connection, core: self)
+        return Self.queue(handler.render(.noResponse), on: connection, core: self, extra: refusalHeaders())
+    }
+
+    /// The headers of a refusal made before the handler saw the request: its own id.
+    private func refusalHeaders(_ more: [(String, String)] = []) -> ExtraHeaders {
+        var headers = ExtraHeaders(more)
+        if let id = handler.refusalID() { headers.append("X-Request-Id", id) }
+        return headers
     }
 
     func completed(_ connection: OpaquePointer?, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {

@@ -23,7 +23,7 @@ enum Fuzz {
                                            allowedOrigins: ["https://app.example"])
     static let connections = ConnectionGuard(limits: .init(maxConnections: 16, idleTimeout: .seconds(60),
                                                            requestTimeout: .seconds(20), maxQueryParameters: 64),
-                                             render: { Response(status: $0.status) })
+                                             render: { Response(status: $0.status) }, refusalID: { nil })
 
     static func one(_ input: [UInt8]) {
         guard let selector = input.first else { return }

@@ -70,6 +70,11 @@ final class RequestIDs: Sendable {
     /// `-_.:` (nothing that could forge a log line), else a new one.
     func id(for request: Request) -> String {
         if let given = request.headers["x-request-id"], RequestLog.isSane(given) { return given }
+        return fresh()
+    }
+
+    /// A new id.
+    func fresh() -> String {
         let value = prefix << 32 | (counter.add(1, ordering: .relaxed).newValue & 0xFFFF_FFFF)
         // 15 hex digits (the prefix's top bit is set), written directly: String(_:radix:)
         // was a visible share of a hit.

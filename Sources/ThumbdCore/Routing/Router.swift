@@ -22,6 +22,9 @@ struct Router: HTTPHandler {
 
     func route(of request: Request) -> Int { DaemonMetrics.route(of: request.path) }
 
+    /// The server's own refusals carry an id too, as every answer does.
+    func refusalID() -> String? { requestIDs.fresh() }
+
     func finished(_ exchange: Exchange) {
         metrics.record(exchange)
         log.finished(exchange)
