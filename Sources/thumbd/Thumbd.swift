@@ -118,7 +118,7 @@ struct Serve: AsyncParsableCommand {
         ProcessLimits.raiseOpenFiles()  // every open event stream is a socket
         let daemon = Thumbd(configuration: settings, logger: logger)
         do {
-            try daemon.start()
+            try await daemon.startOffThePool()  // as `Thumbd.run` starts it
         } catch let error as ConfigurationError {
             throw Failure(error.description, exitCode: 78)
         } catch let error as ThumbdError {

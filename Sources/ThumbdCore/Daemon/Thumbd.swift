@@ -251,6 +251,23 @@ package final class Thumbd: Service, Sendable {
         }
     }
 
+    /// `start()` from async code (`thumbd serve`, `run()`): starting opens files and starts
+    /// threads, and waits for some, so not on the cooperative pool, which other tasks need
+    /// meanwhile, nor on the global queue, whose few threads a busy process may hold (a serial
+    /// queue of its own gets a thread whatever the load).
+    package func startOffThePool() async throws {
+        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
+            DispatchQueue(label: "thumbd.start").async { [self] in
+                do {
+                    try start()
+                    started.resume()
+                } catch {
+                    started.resume(throwing: error)
+                }
+            }
+        }
+    }
+
     /// The running daemon's parts as services, in the order they are stopped in reverse
     /// (see `services(…)`); empty before `start()`.
     package var services: [DaemonService] {
@@ -262,19 +279,7 @@ package final class Thumbd: Service, Sendable {
     /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
     /// shutdown (or cancellation) stops in order.
     package func run() async throws {
-        // Starting opens files and starts threads, and waits for some: not on the cooperative
-        // pool, which other tasks need meanwhile, nor on the global queue, whose few threads a
-        // busy process may hold (a serial queue of its own gets a thread whatever the load).
-        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
-            DispatchQueue(label: "thumbd.start").async { [self] in
-                do {
-                    try start()
-                    started.resume()
-                } catch {
-                    started.resume(throwing: error)
-                }
-            }
-        }
+        try await startOffThePool()
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
         try await withGracefulShutdownHandler {
