@@ -74,6 +74,29 @@ struct ResizeLaneTests {
         #expect(!lane.startStream(cost: 1) {})  // stopped: nothing new starts
     }
 
+    @Test("one admission rule for resizes and streams: a resize whose memory does not fit beside a running stream waits for it")
+    func resizeWaitsForStreamMemory() async throws {
+        var configuration = ResizeLane.Configuration(workers: 2, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
+                                                     watchdogSlack: .milliseconds(100))
+        configuration.streamWorkers = 1
+        let lane = ResizeLane(configuration: configuration)
+        defer { lane.stop() }
+        let gate = Gate()
+        #expect(lane.startStream(cost: 80) {
+            gate.add("stream")
+            gate.semaphore.wait()
+        })
+        try await Self.wait { gate.entries == ["stream"] }
+        let task = lane.submit(cost: 50, urgency: Urgency(.normal)) { _ in gate.add("resize") } dropped: { _ in } timedOut: {}
+        #expect(task != nil)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(gate.entries == ["stream"], "a resize started beside a stream past the memory budget")
+        #expect(lane.load.memoryInUse <= 100)
+        gate.semaphore.signal()
+        try await Self.wait { gate.entries == ["stream", "resize"] }
+        #expect(gate.entries == ["stream", "resize"])
+    }
+
     @Test("at most `workers` run; the queue is bounded (then nil: 503 busy); priority, then the cheaper, go first")
     func boundsAndOrder() async throws {
         let lane = Self.lane(workers: 1, queued: 3, limit: .seconds(600))

@@ -272,8 +272,12 @@ final class ResizeLane: Sendable {
             let budget = configuration.maxMemoryBytes
             // The first in the queue's order whose memory fits (urgencies change while tasks
             // wait, so the order is taken now; the queue holds at most maxQueued + workers).
+            // One rule for resizes and streamed decodes (`startStream`): what fits the budget
+            // beside what runs, or anything when nothing runs, so that one estimate larger
+            // than the budget still runs, alone.
+            let alone = state.running + state.streamsRunning == 0
             var best: (rank: Int, task: Task, index: Int)?
-            for (index, task) in state.queue.enumerated() where state.running == 0 || state.memoryInUse + task.cost <= budget {
+            for (index, task) in state.queue.enumerated() where alone || state.memoryInUse + task.cost <= budget {
                 let candidate = (rank: task.urgency.rank, task: task)
                 if best.map({ Task.startsBefore(candidate, ($0.rank, $0.task)) }) ?? true {
                     best = (candidate.rank, task, index)
