@@ -77,39 +77,42 @@ extension RequestContext {
     /// thread (its owner decides which: `ResponseStream.socketHasRoom`), never on the
     /// watcher's.
     public func wake() {
-        state.withLock { state in
-            guard state.flags[.suspended], state.stream != nil else { return }  // MHD has it and will ask the reader
+        let resume = state.withLock { state -> Bool in
+            guard state.flags[.suspended], state.stream != nil else { return false }  // MHD has it and will ask the reader
             // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
-            if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return resumeStream(&state) }
+            if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return handBack(&state) }
             if !state.pending.isEmpty {
                 // The rest of a chunk first; once it is out, MHD carries on.
                 let fd = thumbd_mhd_connection_fd(connection.raw)
                 let pending = state.pending
                 state.pending = []
-                if pending.withUnsafeBytes({ send($0, to: fd, &state) }) { resumeStream(&state) }
-                return
+                switch pending.withUnsafeBytes({ send($0, to: fd, &state) }) {
+                case .sent, .broken: return handBack(&state)
+                case .pending: return false
+                }
             }
             if state.flags[.writesDirectly], state.watchToken != 0 {
-                writeDirectly(&state)
-            } else {
-                resumeStream(&state)
+                return writeDirectly(&state)
             }
+            return handBack(&state)
         }
+        if resume { resumeNow() }
     }
 
     /// Sends what the stream has, chunk by chunk, to the suspended connection's socket.
-    private func writeDirectly(_ state: inout State) {
+    /// True when the connection goes back to MHD (`resumeNow`, once the lock is released).
+    private func writeDirectly(_ state: inout State) -> Bool {
         let fd = thumbd_mhd_connection_fd(connection.raw)
-        guard fd >= 0, let stream = state.stream else { return resumeStream(&state) }
-        withUnsafeTemporaryAllocation(byteCount: Self.directChunk, alignment: 1) { frame in
+        guard fd >= 0, let stream = state.stream else { return handBack(&state) }
+        return withUnsafeTemporaryAllocation(byteCount: Self.directChunk, alignment: 1) { frame -> Bool in
             let room = UnsafeMutableRawBufferPointer(
                 rebasing: frame[Self.chunkHead..<(Self.directChunk - Self.chunkTail)])
             while true {
                 switch stream.read(into: room) {
                 case .wait:
-                    return  // all sent; stay suspended
+                    return false  // all sent; stay suspended
                 case .end:
-                    return resumeStream(&state)  // MHD writes the last chunk
+                    return handBack(&state)  // MHD writes the last chunk
                 case .data(let count):
                     // "<size in hex>\r\n<data>\r\n", the size line right before the data.
                     let sizeLine = Array((String(count, radix: 16) + "\r\n").utf8)
@@ -119,25 +122,30 @@ extension RequestContext {
                     frame[end - 2] = 13
                     frame[end - 1] = 10
                     let chunk = UnsafeRawBufferPointer(rebasing: frame[start..<end])
-                    guard send(chunk, to: fd, &state) else { return }
+                    switch send(chunk, to: fd, &state) {
+                    case .sent: continue
+                    case .pending: return false  // the rest when the socket has room
+                    case .broken: return handBack(&state)
+                    }
                 }
             }
         }
     }
 
-    /// Sends `bytes` without blocking. True when all went; otherwise the rest is pending and
-    /// we wait for room (or the client is gone and MHD ends the connection).
-    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ state: inout State) -> Bool {
+    private enum Sent { case sent, pending, broken }
+
+    /// Sends `bytes` without blocking: all of it, or the rest kept pending until the socket
+    /// has room, or the socket is broken (the client gone: MHD then ends the connection).
+    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ state: inout State) -> Sent {
         let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-        if sent == bytes.count { return true }
+        if sent == bytes.count { return .sent }
         if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
             state.flags[.gone] = true  // reset or broken
-            resumeStream(&state)
-            return false
+            return .broken
         }
         state.pending = Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...]))
         if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
-        return false
+        return .pending
     }
 
     /// The socket has room again (on the watcher's thread): the stream's writer finishes
@@ -151,20 +159,22 @@ extension RequestContext {
     /// the next keepalive, so its resources go at once. False when no stream is open (the
     /// request still waits for its answer).
     func streamGone() -> Bool {
-        state.withLock { state in
-            guard state.stream != nil else { return false }
+        let (open, resume) = state.withLock { state -> (Bool, Bool) in
+            guard state.stream != nil else { return (false, false) }
             state.watchToken = 0  // the watcher dropped it already
             state.flags[.gone] = true
-            resumeStream(&state)
-            return true
+            return (true, handBack(&state))
         }
+        if resume { resumeNow() }
+        return open
     }
 
-    private func resumeStream(_ state: inout State) {
-        guard state.flags[.suspended] else { return }
+    /// Marks a suspended stream's connection as MHD's again; true when it was suspended, and
+    /// the caller resumes it (`resumeNow`) once it has released the lock.
+    private func handBack(_ state: inout State) -> Bool {
+        guard state.flags[.suspended] else { return false }
         state.flags[.suspended] = false
-        MHD_resume_connection(connection.raw)
-        server.didResume()
+        return true
     }
 
     /// MHD is done with the response (sent, or the client left). It has not closed the

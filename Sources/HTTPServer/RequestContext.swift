@@ -110,19 +110,27 @@ public final class RequestContext: Sendable, StreamWaker {
 
     /// Delivers the response. The first call wins; later ones are ignored.
     public func respond(_ response: Response) {
-        state.withLock { state in
+        // The watch to drop, then the resume: after the lock, which MHD's threads take from
+        // inside MHD's own (its callbacks), so that no thread holds ours while it waits for MHD's.
+        let resume = state.withLock { state -> (token: UInt64, due: Bool) in
             // Once an answer is queued (a stream's too), nothing replaces it.
-            guard state.response == nil, state.sent == nil, !state.flags[.finished] else { return }
+            guard state.response == nil, state.sent == nil, !state.flags[.finished] else { return (0, false) }
             state.response = Answer(response)
-            guard state.flags[.suspended] else { return }  // the server thread will pick it up itself
+            guard state.flags[.suspended] else { return (0, false) }  // the server thread will pick it up itself
             state.flags[.suspended] = false
-            if state.watchToken != 0 {
-                server.watcher.unwatch(state.watchToken)  // before resuming: MHD may then close the socket
-                state.watchToken = 0
-            }
-            MHD_resume_connection(connection.raw)
-            server.didResume()
+            defer { state.watchToken = 0 }
+            return (state.watchToken, true)
         }
+        guard resume.due else { return }
+        if resume.token != 0 { server.watcher.unwatch(resume.token) }  // before resuming: MHD may then close the socket
+        resumeNow()
+    }
+
+    /// Hands a connection this context marked as no longer suspended back to MHD. Never
+    /// under the context's lock.
+    func resumeNow() {
+        MHD_resume_connection(connection.raw)
+        server.didResume()
     }
 
     /// A header added to whatever response this request gets, now or later (the request id).
