@@ -18,7 +18,8 @@ import tempfile
 import time
 import urllib.request
 
-from benchcold import scenario_coalesce, scenario_fanout, scenario_fetchcpu, scenario_parent, scenario_stampede, scenario_waiting
+from benchcold import scenario_coalesce, scenario_fanout, scenario_parent, scenario_stampede
+from benchfetchcost import scenario_fetchcpu, scenario_waiting
 from benchpeers import Instructions, Nginx, Origin, Thumbd, compiled, cpu_seconds, pin, warm, wrk
 from benchstreams import scenario_delivery, scenario_streams
 

@@ -41,8 +41,8 @@ sys.path.insert(0, HERE)
 from benchbrowser import load  # noqa: E402
 from benchgridorigin import Origin, make_photos  # noqa: E402
 from benchpeers import free_port, wait_port  # noqa: E402
+from benchgridpages import TILE, StaticTiles, element_page, nginx_version, static_page  # noqa: E402
 
-TILE = 160
 
 
 # MARK: thumbd
@@ -74,28 +74,6 @@ class Thumbd:
 
 # MARK: The pages
 
-def static_page(template, sources, style):
-    """thumbd's page with its grid filled with <img> tiles and its script removed: the same
-    layout (the tiles' style, which /thumbd.js adds to the page, written in), loaded by the
-    browser alone."""
-    template = template.replace("</style>", style + "\n</style>", 1)
-    head, rest = template.split('<div id="grid">', 1)
-    tiles = "".join('<div class="tile" data-index="%d"><div class="frame"><img src="%s" alt="" style="width:100%%;height:100%%;object-fit:cover"></div>'
-                    '<div class="caption">%s</div></div>' % (i, src, "photo %d" % i) for i, src in enumerate(sources))
-    after = rest.split("</div>", 1)[1]
-    after = after[:after.index("<script")] + after[after.index("</script>") + len("</script>"):]
-    return head + '<div id="grid" class="thumbd-grid">' + tiles + "</div>" + after
-
-
-def element_page(template, sources, style, server):
-    """The same layout, its tiles <thumbd-img> elements of /thumbd.js from `server`."""
-    page = static_page(template, sources, style)
-    page = page.replace('<img src="', '<thumbd-img src="').replace(
-        'alt="" style="width:100%;height:100%;object-fit:cover">',
-        'width="%d" height="%d" alt="" style="width:100%%;height:100%%;display:block"></thumbd-img>' % (TILE, TILE))
-    return page.replace("</body>", '<script type="module" src="%s/thumbd.js"></script>\n</body>' % server)
-
-
 def floors(origin, names, rounds):
     """What no page can beat here: one 4000x3000 original over one connection (the origin's
     latency and rate), and libvips's CPU for its 160 px tile (decode with shrink-on-load,
@@ -113,55 +91,6 @@ def floors(origin, names, rounds):
         pyvips.Image.thumbnail_buffer(body, TILE, height=TILE, crop="centre").jpegsave_buffer(Q=80)
         cpu.append(time.process_time() - started)
     return statistics.median(downloads), statistics.median(cpu)
-
-
-NGINX_CONF = """
-worker_processes 1;
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {work}/body;
-    proxy_temp_path {work}/proxy;
-    fastcgi_temp_path {work}/fastcgi;
-    uwsgi_temp_path {work}/uwsgi;
-    scgi_temp_path {work}/scgi;
-    types {{ image/jpeg jpg; }}
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-    }}
-}}
-"""
-
-
-class StaticTiles:
-    """nginx serving the 120 tiles as static files: the fastest an HTTP/1.1 server can
-    answer them, so a page of <img> at them is the browser's own floor for the warm grid."""
-
-    def __init__(self, work, photos_dir, names):
-        import pyvips
-        self.root = os.path.join(work, "tiles")
-        os.makedirs(self.root, exist_ok=True)
-        os.chmod(work, 0o755)  # nginx's workers (another user when it runs as root) read the tiles
-        for index, name in enumerate(names):
-            tile = pyvips.Image.thumbnail(os.path.join(photos_dir, name), TILE, height=TILE, crop="centre")
-            tile.jpegsave(os.path.join(self.root, "tile-%03d.jpg" % index), Q=80, strip=True)
-        self.port = free_port()
-        conf = os.path.join(work, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=work, port=self.port, root=self.root))
-        self.proc = subprocess.Popen([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", work,
-                                      "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(self.port)
-
-    def url(self, index):
-        return "http://127.0.0.1:%d/tile-%03d.jpg" % (self.port, index)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def median(rows, key):
@@ -275,11 +204,6 @@ def main():
                 daemon.stop()
         shutil.rmtree(work, ignore_errors=True)
     report(results, cpu, total_bytes, download, decode)
-
-
-def nginx_version():
-    result = subprocess.run([shutil.which("nginx") or "/usr/sbin/nginx", "-v"], capture_output=True, text=True)
-    return result.stderr.strip().split("/")[-1]
 
 
 def report(results, cpu, total_bytes, download, decode):

@@ -9,7 +9,7 @@ import Upstream
 /// The making of a variant once its original is here (on the processing stage, then in the
 /// lane): the header and the plan, which refuse what cannot be bounded, the resize, and the
 /// answer to the flight's waiters. The flight itself, and how the original is had, are in
-/// Lookup/VariantSource.swift.
+/// VariantSource.swift.
 extension VariantSource {
     /// On the processing stage: the variant of a current `original`. A stale variant made
     /// from these very bytes is renewed with the original's lifetime; otherwise it is
