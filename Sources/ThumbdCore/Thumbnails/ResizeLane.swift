@@ -200,11 +200,6 @@ final class ResizeLane: Sendable {
     /// the lane's thread, which waits.
     static let libvipsThreads = "libvips worker"
 
-    /// The lanes whose threads run, with their resize worker counts: a lane is in it from
-    /// its start until `stop()` has ended its threads (a test of a failed start looks for its
-    /// own, started with a worker count no other lane has).
-    static let running = Mutex<[ObjectIdentifier: Int]>([:])
-
     init(configuration: Configuration) {
         self.configuration = configuration
         let count = max(1, configuration.workers)
@@ -221,7 +216,6 @@ final class ResizeLane: Sendable {
             thread.name = "thumbd-resize"
             thread.start()
         }
-        Self.running.withLock { $0[ObjectIdentifier(self)] = count }
     }
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
@@ -329,7 +323,6 @@ final class ResizeLane: Sendable {
         let started = workers + streamWorkers.prefix(state.withLock { $0.streamThreads })
         for worker in started { worker.deliver(.exit) }
         for worker in started { _ = worker.exited.wait(timeout: deadline) }
-        _ = Self.running.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
     }
 
     struct Load: Sendable, Equatable {
