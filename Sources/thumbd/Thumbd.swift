@@ -119,12 +119,14 @@ struct Serve: AsyncParsableCommand {
         let daemon = Thumbd(configuration: settings, logger: logger)
         do {
             try await daemon.startOffThePool()  // as `Thumbd.run` starts it
-        } catch let error as ConfigurationError {
-            throw Failure(error.description, exitCode: 78)
-        } catch let error as ThumbdError {
-            throw Failure(error.message, exitCode: 1)
         } catch {
-            throw Failure("\(error)", exitCode: 1)
+            // A failed start stopped what it had started: said as a stop says it.
+            Self.logThreadsLeft(logger)
+            switch error {
+            case let error as ConfigurationError: throw Failure(error.description, exitCode: 78)
+            case let error as ThumbdError: throw Failure(error.message, exitCode: 1)
+            default: throw Failure("\(error)", exitCode: 1)
+            }
         }
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: signals)
         hangup.setEventHandler { [overrides] in
@@ -153,9 +155,20 @@ struct Serve: AsyncParsableCommand {
         let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
         FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
         try await group.run()
-        // Every thread the daemon started must have ended by now (the process would end them
-        // anyway; saying so here is how a test sees a component that forgot one).
-        let left = ThreadName.living(withPrefixes: ["thumbd-", "MHD-"])
+        Self.logThreadsLeft(logger)
+    }
+
+    /// Every thread the daemon started must have ended by now, after a stop or a failed
+    /// start (the process would end them anyway; saying so here is how a test sees a
+    /// component that forgot one).
+    static func logThreadsLeft(_ logger: Logger) {
+        // A stopped thread signals that it is done a moment before the kernel ends it: up to
+        // a second for the last ones to go.
+        var left = ThreadName.living(withPrefixes: ["thumbd-", "MHD-"])
+        for _ in 0..<100 where !left.isEmpty {
+            usleep(10_000)
+            left = ThreadName.living(withPrefixes: ["thumbd-", "MHD-"])
+        }
         if left.isEmpty {
             logger.info("thumbd.exit", metadata: ["threads.left": "0"])
         } else {

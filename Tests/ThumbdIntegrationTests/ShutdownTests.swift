@@ -2,7 +2,6 @@ import Foundation
 import InMemoryLogging
 import Logging
 import ServiceLifecycle
-import Support
 import Synchronization
 import Testing
 import ThumbdTesting
@@ -27,21 +26,6 @@ struct ShutdownTests {
             let hit = try await request(restarted.port, origin.thumb("/img/kept.jpg"))
             #expect(hit[header: "X-Thumbd-Cache"] == "hit")
         }
-    }
-
-    @Test("a start that fails (the port is taken) stops what it had started: its resize lane's threads end")
-    func failedStartStopsItsParts() async throws {
-        let taken = try Listener()
-        // More resize threads than all the other tests' lanes have together: were this lane's
-        // left running, the process would keep at least this many.
-        let workers = 97
-        #expect(throws: (any Error).self) {
-            _ = try TestDaemon {
-                $0.server.listen = "127.0.0.1:\(taken.port)"
-                $0.thumbnails.workers = workers
-            }
-        }
-        #expect(try await eventually(10) { ThreadName.living(withPrefixes: ["thumbd-resize"]).count < workers })
     }
 
     @Test("a request that would wait, on a connection open before the stop, is answered 503 with its X-Request-Id")

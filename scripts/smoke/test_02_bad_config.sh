@@ -25,6 +25,9 @@ for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
 port="$(cat "$WORK/port")"
 expect_exit 1 "cannot listen on 127.0.0.1:$port" "$SMOKE_THUMBD" serve --listen "127.0.0.1:$port" --db "$WORK/c.sqlite"
 if grep -q 'port 0' "$WORK/err"; then fail "libmicrohttpd's misleading notice: $(cat "$WORK/err")"; fi
+# The failed start stopped what it had started (the lane's 97 resize threads among them).
+THUMBD_THUMBNAILS_WORKERS=97 expect_exit 1 "cannot listen on 127.0.0.1:$port" "$SMOKE_THUMBD" serve --listen "127.0.0.1:$port" --db "$WORK/c.sqlite"
+grep -q 'threads.left=0' "$WORK/err" || fail "a failed start left threads: $(grep -o 'threads.left=[^ ]*' "$WORK/err" || cat "$WORK/err")"
 
 # A wrong command line is still a usage error (64, with the usage text).
 status=0; "$SMOKE_THUMBD" serve --log-level loud 2> "$WORK/err" || status=$?

@@ -16,16 +16,16 @@ import Upstream
 package final class Thumbd: Service, Sendable {
     package let configuration: ThumbdConfiguration
     let logger: Logger
-    private let phase = Mutex(Phase.created)
+    let phase = Mutex(Phase.created)
 
-    private enum Phase {
+    enum Phase {
         case created
         case running(Parts)
         case stopped
     }
 
     /// What runs between start and stop.
-    private struct Parts: Sendable {
+    struct Parts: Sendable {
         let store: CacheStore
         let loop: TransferLoops
         let coalescer: FetchCoalescer
@@ -208,6 +208,9 @@ package final class Thumbd: Service, Sendable {
         do throws(HTTPServerError) {
             server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
             started.append { server.stop() }
+            // Once it listens a client may open a stream: closed before the server stops,
+            // as the shutdown's "event streams" service does.
+            started.append { batches.closeStreams() }
             serverBox.set(server)
             var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
             metricsConfiguration.threads = 1
@@ -273,30 +276,6 @@ package final class Thumbd: Service, Sendable {
     package var services: [DaemonService] {
         guard case .running(let parts) = phase.withLock({ $0 }) else { return [] }
         return parts.services
-    }
-
-    /// The daemon as one service (a test, or a program that embeds it): starts it, then
-    /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
-    /// shutdown (or cancellation) stops in order.
-    package func run() async throws {
-        try await startOffThePool()
-        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
-        defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
-        try await withGracefulShutdownHandler {
-            try await group.run()
-        } onGracefulShutdown: {
-            Task { await group.triggerGracefulShutdown() }
-        }
-    }
-
-    /// Stops every part, in the order of a graceful shutdown (`services(…)`), and waits
-    /// for them: what the group does, on the caller's thread.
-    package func shutdown() {
-        guard case .running(let parts) = phase.withLock({ phase in
-            defer { if case .running = phase { phase = .stopped } }
-            return phase
-        }) else { return }
-        for service in parts.services.reversed() { service.stop() }
     }
 }
 
