@@ -3,8 +3,9 @@ import Glibc
 import Support
 
 /// The one hand-written HTTP/1.1 client: a blocking socket to a daemon on this machine,
-/// used by the command-line tools (`DaemonConnection`) and by the tests, which need to say
-/// exactly when to connect, send, read and hang up. Every read has a timeout.
+/// used by the tests alone (the command-line tools speak through `ThumbdClient`, on
+/// AsyncHTTPClient), which need to say exactly when to connect, send, read and hang up.
+/// Every read has a timeout.
 ///
 /// `@unchecked Sendable`: a connection is handed between threads (a task, the blocking worker
 /// it waits on) but used by one at a time, like a file handle; it has no lock of its own.
