@@ -4,7 +4,9 @@
 Every ```sh block after the quick start is read; each command (continuations joined,
 trailing comments dropped) is rewritten to talk to the daemon under test
 (http://127.0.0.1:8080 -> $THUMBD) and to the local origin (https://example.org/x.jpg, the
-first example's NASA photo and the elided `url=…` -> $ORIGIN/img/...), then run with bash. A curl must answer below 400
+first example's NASA photo and the elided `url=…` -> $ORIGIN/img/...; `thumbd backup` of the
+daemon's file WORKDIR/cache.sqlite into WORKDIR/backups, `thumbd compact` of that copy), then
+run with bash. A curl must answer below 400
 (--fail), a thumbd subcommand must exit 0, and the signing example's two ways of signing
 must agree. Install steps (anything else) are not run.
 
@@ -35,6 +37,8 @@ blocks = re.findall(r"```sh\n(.*?)```", text, re.S)[1:]  # the first is the quic
 key = "readme-example-key-0123"
 env = dict(os.environ, THUMBD_URL=daemon, KEY=key, THUMBD_SIGNING_KEY=key)
 open(os.path.join(work, "urls.txt"), "w").write(f"{origin}/img/w1.jpg\n{origin}/img/w2.jpg\n")
+backups = os.path.join(work, "backups")  # the daemon's cache file is WORKDIR/cache.sqlite (test_14)
+os.makedirs(backups, exist_ok=True)
 
 
 def commands(block):
@@ -64,6 +68,13 @@ def rewrite(command, batch_id):
     command = re.sub(r"https://example\.org/([\w.]+)", lambda m: f"{origin}/img/{m.group(1)}", command)
     if batch_id:
         command = command.replace("<id>", batch_id)
+    # The cache file's commands: a backup of the daemon's file into the work directory, and
+    # compact on that copy (compact is refused while a daemon holds its file).
+    command = command.replace("/backups/", backups + "/")
+    if command.startswith("thumbd backup "):
+        command += " --db " + shlex.quote(os.path.join(work, "cache.sqlite"))
+    elif command.startswith("thumbd compact"):
+        command += " --db " + shlex.quote(os.path.join(backups, "thumbd.sqlite"))
     if command.startswith("thumbd "):
         command = shlex.quote(binary) + command[len("thumbd"):]
     elif command.startswith("curl "):
