@@ -155,7 +155,10 @@ def verdict(old, new, higher_is_better):
 
 def grid_rounds(previous, current, rounds, work):
     """The grid (scripts/benchgrid.py's scene) on thumbd's own page: a fresh daemon each
-    round, cold then warm, alternated between the builds."""
+    round, cold then warm, alternated between the builds. The warm page is loaded three
+    times a round and the round's figure is their median: one warm load varies by ±15%
+    here, and one sample a round flagged noise as a change (1.18 on 2026-11-29, 1.02 with
+    15 samples a build)."""
     from benchbrowser import load
     from benchgrid import Thumbd as GridThumbd
     from benchgridorigin import Origin as GridOrigin, make_photos
@@ -172,10 +175,10 @@ def grid_rounds(previous, current, rounds, work):
                 before = daemon.cpu_seconds()
                 cold = load(work, daemon.url("/"), len(names), paste=urls)
                 cpu = (daemon.cpu_seconds() - before) * 1000 / len(names)
-                warm_row = load(work, daemon.url("/"), len(names), paste=urls)
-                print("  %-8s cold first %.2f s, all %.2f s, warm %.2f s, %.1f ms CPU a tile" % (
-                    build[0], cold["first"], cold["all"], warm_row["all"], cpu), file=sys.stderr, flush=True)
-                return cold["first"], cold["all"], warm_row["all"], cpu
+                warms = [load(work, daemon.url("/"), len(names), paste=urls)["all"] for _ in range(3)]
+                print("  %-8s cold first %.2f s, all %.2f s, warm %s s, %.1f ms CPU a tile" % (
+                    build[0], cold["first"], cold["all"], "/".join("%.2f" % w for w in warms), cpu), file=sys.stderr, flush=True)
+                return cold["first"], cold["all"], statistics.median(warms), cpu
             finally:
                 daemon.stop()
         return alternate([previous, current], rounds, one)
