@@ -97,6 +97,32 @@ struct ResizeLaneTests {
         #expect(gate.entries == ["stream", "resize"])
     }
 
+    @Test("a stream's unread bytes count in the budget as they come and go: a resize waits for them, then starts")
+    func streamFeedCharged() async throws {
+        var configuration = ResizeLane.Configuration(workers: 2, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
+                                                     watchdogSlack: .milliseconds(100))
+        configuration.streamWorkers = 1
+        let lane = ResizeLane(configuration: configuration)
+        defer { lane.stop() }
+        let gate = Gate()
+        #expect(lane.startStream(cost: 40) {
+            gate.add("stream")
+            gate.semaphore.wait()
+        })
+        try await Self.wait { gate.entries == ["stream"] }
+        lane.chargeStream(20)  // the feed holds 20 bytes the decode has not read
+        #expect(lane.load.memoryInUse == 60)
+        _ = lane.submit(cost: 50, urgency: Urgency(.normal)) { _ in gate.add("resize") } dropped: { _ in } timedOut: {}
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(gate.entries == ["stream"], "a resize started past the budget the feed's bytes fill")
+        lane.chargeStream(-20)  // read: the room comes back, and the waiting resize starts
+        try await Self.wait { gate.entries == ["stream", "resize"] }
+        #expect(gate.entries == ["stream", "resize"])
+        gate.semaphore.signal()
+        try await Self.wait { lane.load.memoryInUse == 0 }
+        #expect(lane.load.memoryInUse == 0)
+    }
+
     @Test("at most `workers` run; the queue is bounded (then nil: 503 busy); priority, then the cheaper, go first")
     func boundsAndOrder() async throws {
         let lane = Self.lane(workers: 1, queued: 3, limit: .seconds(600))

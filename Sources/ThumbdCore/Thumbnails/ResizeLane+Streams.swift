@@ -54,6 +54,15 @@ extension ResizeLane {
         return true
     }
 
+    /// A running stream's memory beyond its estimate, as it changes: the bytes its feed
+    /// holds and the decode has not read yet (a copy of the body outside the download
+    /// budget), counted in the same budget as everything the lane runs.
+    func chargeStream(_ delta: Int) {
+        guard delta != 0 else { return }
+        state.withLock { $0.memoryInUse += delta }
+        if delta < 0 { pump() }  // room for a waiting resize
+    }
+
     private func runStream(_ job: StreamJob, on worker: Int) {
         job.body()
         let wake = state.withLock { state in

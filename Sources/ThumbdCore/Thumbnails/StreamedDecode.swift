@@ -68,6 +68,9 @@ final class StreamedDecode: Sendable {
     static let waitingMaxBytes = 4 << 20
 
     let feed = ByteFeed()
+    /// What the feed's unread bytes are counted for in the lane's memory while the decode
+    /// runs (`ResizeLane.chargeStream`): charged as bytes come, given back when it ends.
+    private let feedCharge = Mutex((charged: 0, open: false))
     private let state = Mutex(State())
     /// The decode's control: cancelled when the job is abandoned, or when the decode has not
     /// finished the lane's time limit after the last byte (`ResizeLane.afterTimeLimit`).
@@ -103,6 +106,7 @@ final class StreamedDecode: Sendable {
                 case .these: feed.append(bytes)
                 case .fromTheStart: feed.append(soFar)
                 }
+                chargeFeed()
                 considerStarting()
                 if isWaitingForSlot, feed.unread > Self.waitingMaxBytes { stop() }
             case .end(let whole):
@@ -249,6 +253,7 @@ final class StreamedDecode: Sendable {
         let started = lane.startStream(cost: plan.estimatedBytes) { [self] in
             let tiny = Mutex<Bytes?>(nil)
             let outcome: Outcome
+            chargeFeed(opening: true)
             do {
                 let made = try thumbnailer.thumbnail(streaming: feed, plan, control: control,
                                                      preview: preview ? { small in tiny.withLock { $0 = small.body } } : nil)
@@ -256,6 +261,7 @@ final class StreamedDecode: Sendable {
             } catch {
                 outcome = .failed
             }
+            uncharge()
             slots.give()
             let observers = state.withLock { state -> [@Sendable (Outcome) -> Void] in
                 state.phase = .finished(plan, outcome)
@@ -275,6 +281,29 @@ final class StreamedDecode: Sendable {
         }
         feed.discard()
         for observer in observers { observer(.failed) }
+    }
+
+    /// Counts the feed's unread bytes in the lane's memory while the decode runs (from
+    /// `opening` on); on the transfer loop as bytes come, and once on the worker at its start.
+    private func chargeFeed(opening: Bool = false) {
+        let delta = feedCharge.withLock { charge -> Int in
+            if opening { charge.open = true }
+            guard charge.open else { return 0 }
+            let held = feed.unread
+            defer { charge.charged = held }
+            return held - charge.charged
+        }
+        lane.chargeStream(delta)  // the changes add up in any order
+    }
+
+    /// The decode has ended: what its feed was charged goes back to the lane.
+    private func uncharge() {
+        let charged = feedCharge.withLock { charge -> Int in
+            charge.open = false
+            defer { charge.charged = 0 }
+            return charge.charged
+        }
+        lane.chargeStream(-charged)
     }
 
     private enum Verdict {
