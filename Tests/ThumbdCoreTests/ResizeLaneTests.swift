@@ -23,6 +23,14 @@ struct ResizeLaneTests {
                                         watchdogSlack: .milliseconds(100)))
     }
 
+    /// A lane with one stream worker and a budget of 100.
+    static func streamLane(workers: Int) -> ResizeLane {
+        var configuration = ResizeLane.Configuration(workers: workers, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
+                                                     watchdogSlack: .milliseconds(100))
+        configuration.streamWorkers = 1
+        return ResizeLane(configuration: configuration)
+    }
+
     static func wait(until condition: () -> Bool) async throws {
         for _ in 0..<3_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
@@ -47,10 +55,7 @@ struct ResizeLaneTests {
 
     @Test("stop() waits for a streamed decode that runs, which then finishes and gives its memory back")
     func stopWaitsForStreams() async throws {
-        var configuration = ResizeLane.Configuration(workers: 1, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
-                                                     watchdogSlack: .milliseconds(100))
-        configuration.streamWorkers = 1
-        let lane = ResizeLane(configuration: configuration)
+        let lane = Self.streamLane(workers: 1)
         let gate = Gate()
         #expect(lane.startStream(cost: 40) {
             gate.add("stream started")
@@ -76,10 +81,7 @@ struct ResizeLaneTests {
 
     @Test("one admission rule for resizes and streams: a resize whose memory does not fit beside a running stream waits for it")
     func resizeWaitsForStreamMemory() async throws {
-        var configuration = ResizeLane.Configuration(workers: 2, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
-                                                     watchdogSlack: .milliseconds(100))
-        configuration.streamWorkers = 1
-        let lane = ResizeLane(configuration: configuration)
+        let lane = Self.streamLane(workers: 2)
         defer { lane.stop() }
         let gate = Gate()
         #expect(lane.startStream(cost: 80) {
@@ -99,10 +101,7 @@ struct ResizeLaneTests {
 
     @Test("a stream's unread bytes count in the budget as they come and go: a resize waits for them, then starts")
     func streamFeedCharged() async throws {
-        var configuration = ResizeLane.Configuration(workers: 2, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
-                                                     watchdogSlack: .milliseconds(100))
-        configuration.streamWorkers = 1
-        let lane = ResizeLane(configuration: configuration)
+        let lane = Self.streamLane(workers: 2)
         defer { lane.stop() }
         let gate = Gate()
         #expect(lane.startStream(cost: 40) {
