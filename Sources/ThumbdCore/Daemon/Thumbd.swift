@@ -98,6 +98,9 @@ package final class Thumbd: Service, Sendable {
     /// The estimated memory of the decodes running now, against `thumbnails.maxMemoryBytes`.
     package var resizeMemoryInUse: Int { parts.variants.lane.load.memoryInUse }
 
+    /// The highest the decodes' estimates have reached together since start.
+    package var resizeMemoryPeak: Int { parts.variants.lane.peakEstimatedMemory }
+
     /// The port of `/metrics`'s own listener (`metrics.listen`), if there is one.
     package var metricsPort: UInt16? { parts.metricsServer?.port }
 

@@ -44,6 +44,7 @@ extension ResizeLane {
             guard alone || state.memoryInUse + cost <= configuration.maxMemoryBytes else { return nil }
             state.streamsRunning += 1
             state.memoryInUse += cost
+            state.notePeak()
             if let idle = state.idleStreamWorkers.popLast() { return (idle, false) }
             state.streamThreads += 1
             return (state.streamThreads - 1, true)
@@ -59,7 +60,10 @@ extension ResizeLane {
     /// budget), counted in the same budget as everything the lane runs.
     func chargeStream(_ delta: Int) {
         guard delta != 0 else { return }
-        state.withLock { $0.memoryInUse += delta }
+        state.withLock { state in
+            state.memoryInUse += delta
+            state.charged += delta
+        }
         if delta < 0 { pump() }  // room for a waiting resize
     }
 

@@ -153,6 +153,13 @@ final class ResizeLane: Sendable {
         var streamsRunning = 0
         var idleStreamWorkers: [Int] = []
         var streamThreads = 0
+        /// Of `memoryInUse`, the running streams' unread bytes (`chargeStream`), and the
+        /// highest the estimates alone have reached (the budget's bound, which tests read).
+        var charged = 0
+        var peakEstimated = 0
+
+        /// Notes the estimates in use now against their peak.
+        mutating func notePeak() { peakEstimated = max(peakEstimated, memoryInUse - charged) }
 
         /// The waiters of `stop()`, taken once nothing runs or waits (else none).
         mutating func idleWaiters() -> [DispatchSemaphore] {
@@ -259,6 +266,7 @@ final class ResizeLane: Sendable {
             let task = state.queue.remove(at: index)
             state.running += 1
             state.memoryInUse += task.cost
+            state.notePeak()
             state.started += 1
             state.runningTasks[task.sequence] = task
             return (task, state.idleWorkers.removeLast())
@@ -330,9 +338,5 @@ final class ResizeLane: Sendable {
         var queued: Int
         var memoryInUse: Int
         var started: Int
-    }
-
-    var load: Load {
-        state.withLock { Load(running: $0.running, queued: $0.queue.count, memoryInUse: $0.memoryInUse, started: $0.started) }
     }
 }
