@@ -235,19 +235,22 @@ def report(results, cpu, total_bytes, download, decode):
             m("element cold", "first") / m("page cold", "first"), m("element cold", "all") / m("page cold", "all"),
             m("element warm", "all") / m("page warm", "all"), m("element cold, scrolled", "bottom") / m("page cold, scrolled", "bottom")))
     print()
-    print("| target (the grid, 0.9) | thumbd | direct | ratio | target | met |")
+    # The grid's targets (the page beside the direct one; the warm pages in seconds, the
+    # thumbd page never slower than the plain <img> one).
+    print("| target | thumbd | direct | ratio | target | met |")
     print("|---|---|---|---|---|---|")
     rows = [
-        ("page cold: first screen", m("page cold", "first"), m("direct", "first"), 1 / 3),
-        ("page cold: all tiles", m("page cold", "all"), m("direct", "all"), 1 / 2),
-        ("page, scrolled at once: bottom screen", m("page cold, scrolled", "bottom"), m("direct, scrolled", "bottom"), 1 / 3),
+        ("page cold: first screen", m("page cold", "first"), m("direct", "first"), 0.40),
+        ("page cold: all tiles", m("page cold", "all"), m("direct", "all"), 0.45),
+        ("page, scrolled at once: bottom screen", m("page cold, scrolled", "bottom"), m("direct, scrolled", "bottom"), 0.28),
     ]
     for label, ours, theirs, target in rows:
         ratio = ours / theirs
         print("| %s | %.2f s | %.2f s | %.2f | <= %.2f | %s |" % (label, ours, theirs, ratio, target, "yes" if ratio <= target else "no"))
-    for label, key in (("page warm: all tiles", "page warm"), ("<img> warm: all tiles", "<img> warm")):
-        ours = m(key, "all")
-        print("| %s | %.2f s | - | - | <= 0.50 s | %s |" % (label, ours, "yes" if ours <= 0.5 else "no"))
+    page_warm, img_warm = m("page warm", "all"), m("<img> warm", "all")
+    print("| page warm: all tiles | %.2f s | - | - | <= 0.40 s | %s |" % (page_warm, "yes" if page_warm <= 0.4 else "no"))
+    print("| page warm beside the <img> page's warm | %.2f s | %.2f s | %.2f | <= 1.00 | %s |" % (
+        page_warm, img_warm, page_warm / img_warm, "yes" if page_warm <= img_warm else "no"))
     print()
     print("The floor of a warm grid through plain <img>, measured here: the same page with its 120 tiles as static "
           "files served by nginx %s (the fastest answer an HTTP/1.1 server gives) loads all of them in %.2f s; "
