@@ -306,26 +306,6 @@ final class StreamedDecode: Sendable {
         lane.chargeStream(-charged)
     }
 
-    private enum Verdict {
-        case later, never
-        case plan(ThumbnailPlan)
-    }
-
-    /// The checks the whole body will get, on its first bytes: a JPEG's signature, its
-    /// header's structure, libvips's header read, the plan. `complete`: no more bytes will be
-    /// looked at (the header did not fit in them).
-    private static func plan(head: Bytes, complete: Bool, thumbnailer: Thumbnailer,
-                             planner: (ImageHeader) throws -> ThumbnailPlan) -> Verdict {
-        guard head.count >= 64 else { return complete ? .never : .later }
-        guard let (format, type) = ImageSniffer.sniff(head.prefix(64)), format == .jpeg else { return .never }
-        guard head.withUnsafeBytes({ ImageHeaderCheck.dimensions(of: $0, contentType: type) }) != nil,
-              let header = try? thumbnailer.header(of: head, format: format) else {
-            return complete ? .never : .later
-        }
-        guard let plan = try? planner(header) else { return .never }
-        return .plan(plan)
-    }
-
     /// The decode's outcome for `plan` (the whole body's), to `observer` once it is known;
     /// false when no stream runs for that plan (the lane makes it).
     func result(for plan: ThumbnailPlan, _ observer: @escaping @Sendable (Outcome) -> Void) -> Bool {
