@@ -45,8 +45,9 @@ struct BatchJournalTests {
         let events = BatchJournal.block + 20
         let started = ContinuousClock.now
         for n in 0..<events { batch.log.append("progress", "{\"index\":0,\"n\":\(n)}") }
-        // Before, each event past the reservation waited 2 s for the commit, on the caller's thread.
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Before, each event past the reservation waited 2 s for the commit, on the caller's
+        // thread: 40 s for these 20. Now they take milliseconds; the bound leaves room for load.
+        #expect(ContinuousClock.now - started < .seconds(10))
 
         // Only the ids the journal had reserved are readable while the store does not answer.
         #expect(lastID(in: read(reader)) == BatchJournal.block - 1)

@@ -18,7 +18,7 @@ struct HostileImageTests {
             try await origin.put("needle.png", Self.thumbnailer.testImage(width: 1, height: 20_000, format: .png).array)
             let (result, took) = try await timedRequest(daemon.port, origin.thumb("/file/needle.png", "&w=256&h=256"))
             #expect(result.status == 200, "\(result.text.prefix(200))")
-            #expect(took < .seconds(5), "\(took)")
+            #expect(took < .seconds(20), "\(took)")  // the old path: a minute
             let header = try Self.thumbnailer.header(of: Bytes(result.body))
             #expect((header.width, header.height) == (256, 256))
             // The same needle with the parameters that made libvips fail: not "not an image".

@@ -80,7 +80,7 @@ struct ShutdownTests {
                     try connection.send("GET", "/healthz")
                     return (try connection.read(), ContinuousClock.now - started)
                 }
-                #expect(took < .seconds(2))
+                #expect(took < .seconds(4))  // not held to the client's 5 s timeout
                 if answer.status != 200 { late = answer; break }
                 try await Task.sleep(for: .milliseconds(50))
             }

@@ -12,11 +12,11 @@ extension ThumbnailerTests {
     @Test("a pixel bomb is refused from its header, without decoding")
     func pixelBomb() throws {
         let bomb = Bytes(TestImages.pngHeaderOnly(width: 30_000, height: 30_000))
-        let started = ContinuousClock.now
+        // The file holds a header and no pixels: only a refusal read from the header names
+        // the 900 megapixels (a decode would fail on the missing data instead).
         #expect(throws: ThumbnailerError.tooManyPixels(width: 30_000, height: 30_000, limit: 50_000_000)) {
             try Self.thumbnailer.thumbnail(of: bomb, ThumbnailSpec(width: 64, height: 64, format: .jpeg, quality: 80))
         }
-        #expect(ContinuousClock.now - started < .seconds(1))  // 900 megapixels were not decoded
     }
 
     @Test("not images: garbage behind a PNG signature, a truncated JPEG, HTML")
@@ -46,7 +46,7 @@ extension ThumbnailerTests {
         #expect(gif.pages == 2 && gif.format == nil)
     }
 
-    @Test("a 1×20000 PNG asked at 256×256 cover is cropped before it is enlarged: small plan, quick, bounded")
+    @Test("a 1×20000 PNG asked at 256×256 cover is cropped before it is enlarged: the plan is small and bounded")
     func cropBeforeEnlarge() throws {
         let needle = try Self.photo(1, 20_000, format: .png)
         let header = try Self.thumbnailer.header(of: needle)
@@ -55,10 +55,10 @@ extension ThumbnailerTests {
         #expect(plan.crop == .init(left: 0, top: 9_999, width: 1, height: 1))
         #expect(plan.intermediatePixels == 0)
         #expect(plan.estimatedBytes < 8 << 20, "\(plan.estimatedBytes)")
-        let started = ContinuousClock.now
-        let made = try Self.thumbnailer.thumbnail(of: needle, spec)
+        // The plan is what the lane admits and what the pipeline runs; a wall-clock bound here
+        // only measured how loaded the machine was (0.17 s alone, 2.5 s beside the suite).
+        let made = try Self.thumbnailer.thumbnail(of: needle, plan, control: ResizeControl(timeLimit: .seconds(60)))
         #expect((made.width, made.height) == (256, 256))
-        #expect(ContinuousClock.now - started < .seconds(2))
         // attention must scale the whole needle first: refused from the header.
         #expect(throws: ThumbnailerError.self) {
             try Self.thumbnailer.plan(header, ThumbnailSpec(width: 256, height: 256, gravity: .attention, format: .jpeg, quality: 80))
