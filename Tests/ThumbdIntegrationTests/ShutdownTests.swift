@@ -147,6 +147,26 @@ struct ShutdownTests {
         }
     }
 
+    @Test("a start that fails part way stops what it started through the shutdown's services, in the shutdown's order")
+    func failedStartStopsAsAShutdown() async throws {
+        let origin = try TestOrigin()  // its port is taken: `/metrics`'s own listener, started last, fails
+        defer { origin.stop() }
+        let log = InMemoryLogHandler()
+        var logger = Logger(label: "thumbd.test") { _ in log }
+        logger.logLevel = .debug
+        let test = try TestDaemon(start: false, logger: logger) { $0.metrics.listen = "127.0.0.1:\(origin.port)" }
+        defer { test.remove() }
+        #expect(throws: (any Error).self) { try test.thumbd.start() }
+        #expect(!test.thumbd.isRunning)
+        let stopped = log.entries.filter { "\($0.message)" == "thumbd.part.stopped" }.compactMap { $0.metadata["part"].map { "\($0)" } }
+        // Every part but the memory trimmer (made after the servers) had started.
+        #expect(stopped == ["intake", "transfers", "processing", "event streams", "http servers", "event delivery", "store"])
+        // The cache file was given back: another daemon starts on it.
+        let again = try TestDaemon(directory: test.directory)
+        #expect(try await request(again.port, "/healthz").status == 200)
+        again.stop()
+    }
+
     @Test("as a service: the group's graceful shutdown answers the waiters, stops the daemon and ends run()")
     func serviceGroup() async throws {
         let origin = try TestOrigin()

@@ -10,7 +10,7 @@ import Upstream
 
 /// The daemon: `start()` opens the cache and starts the transfer loops, the processing
 /// stage, the resize lane, the batches' delivery and the HTTP servers, in that order (a
-/// failure stops what had started, the last first). Each running part is then a
+/// failure stops what had started through the same services as a shutdown). Each running part is then a
 /// `DaemonService` (`services`), which `thumbd serve` runs in one `ServiceGroup`: SIGTERM or
 /// SIGINT stops them in the reverse order of that list, every thread started included.
 package final class Thumbd: Service, Sendable {
@@ -111,18 +111,19 @@ package final class Thumbd: Service, Sendable {
     /// failure whatever was started is stopped again.
     package func start() throws {
         guard case .created = phase.withLock({ $0 }) else { return }
-        // Each part that starts threads or holds files says how it stops; a start that fails
-        // part way (the port taken, a bad metrics address) stops them, the last started first.
-        var started: [@Sendable () -> Void] = []
+        // Each part that starts threads or holds files is noted as it starts; a start that
+        // fails part way (the port taken, a bad metrics address) stops those through their
+        // services, in the order a shutdown stops them.
+        var started = StartedParts()
         do {
             try start(started: &started)
         } catch {
-            for stop in started.reversed() { stop() }
+            stopStarted(started)
             throw error
         }
     }
 
-    private func start(started: inout [@Sendable () -> Void]) throws {
+    private func start(started: inout StartedParts) throws {
         let configuration = configuration
         var serverConfiguration = try configuration.server.httpServer()
         // Only the access log writes a request's target; metrics need its route only.
@@ -152,27 +153,28 @@ package final class Thumbd: Service, Sendable {
             // What the operator can act on: the file, the setting that names it, the reason.
             throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
         }
-        started.append { store.close() }
+        started.store = store
         let loop = TransferLoops(configuration: configuration.upstream.transferLoop(policy: policy),
                                  threads: configuration.upstream.threads, logger: logger)
-        started.append { loop.shutdown() }
+        started.loop = loop
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
+        started.coalescer = coalescer
         let stage = ProcessingStage()
-        started.append { stage.drain() }
+        started.stage = stage
         let metrics = DaemonMetrics(storeCapacity: configuration.store.maxBytes)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)
-        started.append { lane.stop() }
+        started.lane = lane
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
                                      autoFormats: configuration.thumbnails.autoFormats,
                                      presets: configuration.thumbnails.presetRules,
                                      streams: configuration.thumbnails.streams, logger: logger)
-        started.append { variants.stop() }
+        started.variants = variants
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)
-        started.append { batches.stop() }
+        started.batches = batches
         let status = StatusBox()
         let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
@@ -210,10 +212,7 @@ package final class Thumbd: Service, Sendable {
         let metricsServer: HTTPServer?
         do throws(HTTPServerError) {
             server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
-            started.append { server.stop() }
-            // Once it listens a client may open a stream: closed before the server stops,
-            // as the shutdown's "event streams" service does.
-            started.append { batches.closeStreams() }
+            started.server = server
             serverBox.set(server)
             var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
             metricsConfiguration.threads = 1
@@ -222,6 +221,7 @@ package final class Thumbd: Service, Sendable {
             metricsConfiguration.keepsTargets = false  // its handler records metrics only
             metricsServer = metricsListen == nil ? nil
                 : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
+            started.metricsServer = metricsServer
         } catch {
             throw ThumbdError(error)
         }
@@ -229,10 +229,8 @@ package final class Thumbd: Service, Sendable {
             let counts = batches.counts
             return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
         }
-        let freeMemory = FreeMemory(every: Self.freeMemoryInterval)
-        let services = services(store: store, freeMemory: freeMemory, batches: batches, server: server,
-                                metricsServer: metricsServer, stage: stage, variants: variants, loop: loop,
-                                coalescer: coalescer)
+        started.freeMemory = FreeMemory(every: Self.freeMemoryInterval)
+        let services = services(started)
         phase.withLock {
             $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
                                   variants: variants, live: live, metricsServer: metricsServer, services: services))
