@@ -16,6 +16,9 @@ import Synchronization
 /// the connection stays suspended. That is one `send` per subscriber per event instead of a
 /// resume, an eventfd write, a pass of MHD's loop, a read attempt and two `epoll_ctl` calls:
 /// with a thousand subscribers it roughly halved the time for an event to reach them all.
+/// The send runs after the context's lock is released (`writing` marks it): the watcher's
+/// hang-up and MHD never wait behind a syscall, and a wake that comes meanwhile leaves the
+/// sending one a note (`wakeAgain`) to look at the stream once more.
 ///
 /// When the socket takes only part of a chunk, the rest is kept and the connection stays
 /// suspended (MHD must not write in the middle of our chunk) until the `SocketWatcher` says
@@ -75,44 +78,95 @@ extension RequestContext {
     /// Something new for the stream to send, or room to finish a chunk: write it while
     /// suspended, or hand the connection back to MHD. Called on the stream's one writer
     /// thread (its owner decides which: `ResponseStream.socketHasRoom`), never on the
-    /// watcher's.
+    /// watcher's. The lock only decides who writes: the send itself runs after it is
+    /// released, with `writing` set, so the watcher and MHD never wait behind a syscall.
     public func wake() {
-        let resume = state.withLock { state -> Bool in
-            guard state.flags[.suspended], state.stream != nil else { return false }  // MHD has it and will ask the reader
-            // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
-            if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return handBack(&state) }
-            if !state.pending.isEmpty {
-                // The rest of a chunk first; once it is out, MHD carries on.
-                let fd = thumbd_mhd_connection_fd(connection.raw)
-                let pending = state.pending
-                state.pending = []
-                switch pending.withUnsafeBytes({ send($0, to: fd, &state) }) {
-                case .sent, .broken: return handBack(&state)
-                case .pending: return false
-                }
+        var work = state.withLock { state in claim(&state) }
+        while true {
+            switch work {
+            case .nothing:
+                return
+            case .resume:
+                resumeNow()
+                return
+            case .write(let fd, let pending, let stream):
+                let outcome = pending.isEmpty ? writeDirectly(stream, to: fd) : Self.send(pending, to: fd)
+                work = state.withLock { state in settle(outcome, &state) }
             }
-            if state.flags[.writesDirectly], state.watchToken != 0 {
-                return writeDirectly(&state)
-            }
-            return handBack(&state)
         }
-        if resume { resumeNow() }
+    }
+
+    private enum Work {
+        case nothing
+        /// Hand the connection back to MHD (`resumeNow`), the lock released.
+        case resume
+        /// Send the rest of a chunk (`pending`), else what the stream has, to the socket.
+        case write(fd: Int32, pending: [UInt8], stream: any ResponseStream)
+    }
+
+    /// Under the lock: what this wake does. Only one wake writes at a time; one that comes
+    /// while another sends leaves it a note (`wakeAgain`) to look at the stream once more.
+    private func claim(_ state: inout State) -> Work {
+        guard state.flags[.suspended], let stream = state.stream else { return .nothing }  // MHD has it and will ask the reader
+        if state.flags[.writing] {
+            state.flags[.wakeAgain] = true
+            return .nothing
+        }
+        // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
+        if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return handBack(&state) ? .resume : .nothing }
+        let fd = thumbd_mhd_connection_fd(connection.raw)
+        let direct = state.flags[.writesDirectly] && state.watchToken != 0
+        guard fd >= 0, direct || !state.pending.isEmpty else { return handBack(&state) ? .resume : .nothing }
+        state.flags[.writing] = true
+        state.flags[.wakeAgain] = false
+        defer { state.pending = [] }
+        return .write(fd: fd, pending: state.pending, stream: stream)
+    }
+
+    /// What an unlocked write ended with.
+    private enum Written {
+        /// Everything out, and the stream has nothing more: stay suspended.
+        case waiting
+        /// A chunk only partly taken by the socket: the rest, sent when there is room.
+        case partly([UInt8])
+        /// The rest of a chunk is out, or the stream ended: MHD carries on.
+        case done
+        /// The socket is broken (the client gone): MHD ends the connection.
+        case broken
+    }
+
+    /// Under the lock again: records what the write did, and says what comes next.
+    private func settle(_ written: Written, _ state: inout State) -> Work {
+        state.flags[.writing] = false
+        switch written {
+        case .broken:
+            state.flags[.gone] = true
+            return handBack(&state) ? .resume : .nothing
+        case .done:
+            return handBack(&state) ? .resume : .nothing
+        case .partly(let rest):
+            state.pending = rest
+            if state.flags[.gone] || state.flags[.closed] || server.isRefusing { return handBack(&state) ? .resume : .nothing }
+            if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
+            return .nothing
+        case .waiting:
+            // The client left, or a wake came, while this one was sending: look again.
+            guard state.flags[.wakeAgain] || state.flags[.gone] || server.isRefusing else { return .nothing }
+            return claim(&state)
+        }
     }
 
     /// Sends what the stream has, chunk by chunk, to the suspended connection's socket.
-    /// True when the connection goes back to MHD (`resumeNow`, once the lock is released).
-    private func writeDirectly(_ state: inout State) -> Bool {
-        let fd = thumbd_mhd_connection_fd(connection.raw)
-        guard fd >= 0, let stream = state.stream else { return handBack(&state) }
-        return withUnsafeTemporaryAllocation(byteCount: Self.directChunk, alignment: 1) { frame -> Bool in
+    private func writeDirectly(_ stream: any ResponseStream, to fd: Int32) -> Written {
+        withUnsafeTemporaryAllocation(byteCount: Self.directChunk, alignment: 1) { frame -> Written in
             let room = UnsafeMutableRawBufferPointer(
                 rebasing: frame[Self.chunkHead..<(Self.directChunk - Self.chunkTail)])
             while true {
                 switch stream.read(into: room) {
                 case .wait:
-                    return false  // all sent; stay suspended
+                    return .waiting  // all sent; stay suspended
                 case .end:
-                    return handBack(&state)  // MHD writes the last chunk
+                    return .done  // MHD writes the last chunk
                 case .data(let count):
                     // "<size in hex>\r\n<data>\r\n", the size line right before the data.
                     let sizeLine = Array((String(count, radix: 16) + "\r\n").utf8)
@@ -121,31 +175,26 @@ extension RequestContext {
                     let end = Self.chunkHead + count + Self.chunkTail
                     frame[end - 2] = 13
                     frame[end - 1] = 10
-                    let chunk = UnsafeRawBufferPointer(rebasing: frame[start..<end])
-                    switch send(chunk, to: fd, &state) {
-                    case .sent: continue
-                    case .pending: return false  // the rest when the socket has room
-                    case .broken: return handBack(&state)
+                    switch Self.send(UnsafeRawBufferPointer(rebasing: frame[start..<end]), to: fd) {
+                    case .done: continue
+                    case let other: return other  // the rest when the socket has room, or broken
                     }
                 }
             }
         }
     }
 
-    private enum Sent { case sent, pending, broken }
+    private static func send(_ bytes: [UInt8], to fd: Int32) -> Written {
+        bytes.withUnsafeBytes { send($0, to: fd) }
+    }
 
-    /// Sends `bytes` without blocking: all of it, or the rest kept pending until the socket
-    /// has room, or the socket is broken (the client gone: MHD then ends the connection).
-    private func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32, _ state: inout State) -> Sent {
+    /// Sends `bytes` without blocking: all of it (`done`), or the rest to send when the socket
+    /// has room, or the socket is broken (the client gone).
+    private static func send(_ bytes: UnsafeRawBufferPointer, to fd: Int32) -> Written {
         let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-        if sent == bytes.count { return .sent }
-        if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-            state.flags[.gone] = true  // reset or broken
-            return .broken
-        }
-        state.pending = Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...]))
-        if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
-        return .pending
+        if sent == bytes.count { return .done }
+        if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return .broken }  // reset or broken
+        return .partly(Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...])))
     }
 
     /// The socket has room again (on the watcher's thread): the stream's writer finishes
@@ -163,6 +212,8 @@ extension RequestContext {
             guard state.stream != nil else { return (false, false) }
             state.watchToken = 0  // the watcher dropped it already
             state.flags[.gone] = true
+            // A wake sending right now hands the connection back once its send returns.
+            if state.flags[.writing] { return (true, false) }
             return (true, handBack(&state))
         }
         if resume { resumeNow() }

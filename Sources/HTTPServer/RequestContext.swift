@@ -35,9 +35,9 @@ public final class RequestContext: Sendable, StreamWaker {
         var route: Int16 = 0
         var flags: Flags = []
 
-        /// Eight flags in one byte, read and set as `flags[.suspended]`.
+        /// The flags, read and set as `flags[.suspended]`.
         struct Flags: OptionSet {
-            let rawValue: UInt8
+            let rawValue: UInt16
             static let started = Flags(rawValue: 1 << 0)
             /// Suspended by us: waiting for `respond`, or a stream waiting for something to send.
             static let suspended = Flags(rawValue: 1 << 1)
@@ -51,6 +51,11 @@ public final class RequestContext: Sendable, StreamWaker {
             static let gone = Flags(rawValue: 1 << 6)
             /// The stream's socket is watched (once, for the stream's life).
             static let watching = Flags(rawValue: 1 << 7)
+            /// A wake is sending to the suspended socket, outside the lock: nobody else
+            /// writes it or hands the connection back to MHD meanwhile.
+            static let writing = Flags(rawValue: 1 << 8)
+            /// A wake came while another was sending: that one looks at the stream again.
+            static let wakeAgain = Flags(rawValue: 1 << 9)
 
             subscript(member: Flags) -> Bool {
                 get { contains(member) }
