@@ -113,15 +113,18 @@ extension RequestContext {
             return .nothing
         }
         // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
-        if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return handBack(&state) ? .resume : .nothing }
+        if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return giveBack(&state) }
         let fd = thumbd_mhd_connection_fd(connection.raw)
         let direct = state.flags[.writesDirectly] && state.watchToken != 0
-        guard fd >= 0, direct || !state.pending.isEmpty else { return handBack(&state) ? .resume : .nothing }
+        guard fd >= 0, direct || !state.pending.isEmpty else { return giveBack(&state) }
         state.flags[.writing] = true
         state.flags[.wakeAgain] = false
         defer { state.pending = [] }
         return .write(fd: fd, pending: state.pending, stream: stream)
     }
+
+    /// Hands the connection back to MHD, if it is still ours: resumed once the lock is released.
+    private func giveBack(_ state: inout State) -> Work { handBack(&state) ? .resume : .nothing }
 
     /// What an unlocked write ended with.
     private enum Written {
@@ -141,12 +144,12 @@ extension RequestContext {
         switch written {
         case .broken:
             state.flags[.gone] = true
-            return handBack(&state) ? .resume : .nothing
+            return giveBack(&state)
         case .done:
-            return handBack(&state) ? .resume : .nothing
+            return giveBack(&state)
         case .partly(let rest):
             state.pending = rest
-            if state.flags[.gone] || state.flags[.closed] || server.isRefusing { return handBack(&state) ? .resume : .nothing }
+            if state.flags[.gone] || state.flags[.closed] || server.isRefusing { return giveBack(&state) }
             if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
             return .nothing
         case .waiting:

@@ -31,6 +31,16 @@ struct ResizeLaneTests {
         return ResizeLane(configuration: configuration)
     }
 
+    /// Starts a stream of `cost` that logs "stream" and holds until the gate is signalled;
+    /// returns once it runs.
+    static func holdStream(_ lane: ResizeLane, cost: Int, _ gate: Gate) async throws {
+        #expect(lane.startStream(cost: cost) {
+            gate.add("stream")
+            gate.semaphore.wait()
+        })
+        try await wait { gate.entries == ["stream"] }
+    }
+
     static func wait(until condition: () -> Bool) async throws {
         for _ in 0..<3_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
@@ -84,11 +94,7 @@ struct ResizeLaneTests {
         let lane = Self.streamLane(workers: 2)
         defer { lane.stop() }
         let gate = Gate()
-        #expect(lane.startStream(cost: 80) {
-            gate.add("stream")
-            gate.semaphore.wait()
-        })
-        try await Self.wait { gate.entries == ["stream"] }
+        try await Self.holdStream(lane, cost: 80, gate)
         let task = lane.submit(cost: 50, urgency: Urgency(.normal)) { _ in gate.add("resize") } dropped: { _ in } timedOut: {}
         #expect(task != nil)
         try await Task.sleep(for: .milliseconds(200))
@@ -104,11 +110,7 @@ struct ResizeLaneTests {
         let lane = Self.streamLane(workers: 2)
         defer { lane.stop() }
         let gate = Gate()
-        #expect(lane.startStream(cost: 40) {
-            gate.add("stream")
-            gate.semaphore.wait()
-        })
-        try await Self.wait { gate.entries == ["stream"] }
+        try await Self.holdStream(lane, cost: 40, gate)
         lane.chargeStream(20)  // the feed holds 20 bytes the decode has not read
         #expect(lane.load.memoryInUse == 60)
         _ = lane.submit(cost: 50, urgency: Urgency(.normal)) { _ in gate.add("resize") } dropped: { _ in } timedOut: {}
