@@ -34,6 +34,8 @@ def cases():  # noqa: C901 (a list, not logic)
                    b"/thumb?url=http://[::1/", b"/thumb?url=http://a:b@c/", b"/thumb?url=http://x:99999/",
                    b"/thumb?url=http:///x", b"/thumb?url=//x/y.jpg", b"/thumb?url=http://x/&priority=max",
                    b"/thumb?url=http://x/&fallback=maybe", b"/thumb?url=http://x/&w=-1", b"/thumb?url=http://x/&q=1000",
+                   b"/thumb?url=http://x/&fallback=placeholder&w=9223372036854775807",
+                   b"/thumb?url=http://x/&fallback=placeholder&h=4611686018427387904&dpr=2",
                    b"/batches/../../etc/passwd", b"/batches/%2e%2e/x", b"/batches/" + b"f" * 2000, b"/batches/x/events/y",
                    b"/%00", b"/..", b"/nowhere", b"/healthz/../stats/x", b"/thumb#frag?url=x"]:
         for version in [b"HTTP/1.1", b"HTTP/1.0"]:

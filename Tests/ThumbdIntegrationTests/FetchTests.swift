@@ -191,6 +191,15 @@ struct FetchTests {
                     #expect(right.prefix(3) == [204, 204, 204], "\(query): the right border, \(right)")
                 }
             }
+            // A size out of range is refused with the placeholder's own size (its range is read
+            // before the size is scaled by dpr: Int.max used to trap the daemon).
+            for query in ["&w=9223372036854775807", "&w=9223372036854775807&dpr=4", "&h=4611686018427387904&dpr=2",
+                          "&w=8193", "&w=0", "&w=-5", "&w=8192&dpr=2"] {
+                let refused = try await request(daemon.port, origin.thumb("/img/x.jpg", query + "&fallback=placeholder"))
+                #expect(refused.status == 400, "\(query)")
+                #expect(refused[header: "X-Thumbd-Error"] == "bad_parameter", "\(query)")
+                #expect(refused[header: "Content-Type"] == "image/png", "\(query)")
+            }
             let badFallback = try await request(daemon.port, origin.thumb("/img/x.jpg", "&fallback=kitten"))
             #expect(badFallback.status == 400)
             #expect(badFallback.errorCode == "bad_parameter")

@@ -19,8 +19,8 @@ struct ThumbRequest: Sendable {
         case "placeholder":
             let dpr = request.query["dpr"].flatMap { Double($0) }.flatMap { (1...4).contains($0) ? $0 : nil } ?? 1
             func side(_ name: String) -> Int? {
-                request.query[name].flatMap { Int($0) }.map { Int((Double($0) * dpr).rounded()) }
-                    .flatMap { (1...ThumbnailParameters.maxSide).contains($0) ? $0 : nil }
+                request.query[name].flatMap { ThumbnailParameters.side($0, dpr: dpr) }
+                    .flatMap { $0 <= ThumbnailParameters.maxSide ? $0 : nil }
             }
             return Placeholder(width: side("w"), height: side("h"), takesSVG: Placeholder.takesSVG(request.headers["accept"]))
         case let other?: throw .badRequest(.badParameter, "fallback must be placeholder, not \(other)")

@@ -33,6 +33,14 @@ struct ThumbnailParameters: Sendable, Equatable {
     /// libvips's largest coordinate: a crop's numbers are bounded by it before any header is read.
     static let maxCoordinate = 10_000_000
 
+    /// A side as asked (`w`, `h`), 1 to `maxSide`, times `dpr` (1 to 4): nil when the text is
+    /// not such a number. The range is read before the product, which then stays far inside
+    /// `Int` (a side near `Int.max` times a `dpr` would trap converting back).
+    static func side(_ text: String, dpr: Double) -> Int? {
+        guard let number = Int(text), (1...maxSide).contains(number) else { return nil }
+        return Int((Double(number) * dpr).rounded())
+    }
+
     /// Nil when no thumbnail parameter is present, from the request or its preset (the
     /// original is served). The request's own values win over its preset's.
     init?(_ request: (String) -> String?, presets: Presets = Presets()) throws(ThumbdError) {
@@ -45,10 +53,9 @@ struct ThumbnailParameters: Sendable, Equatable {
         let dpr = try Self.number(value("dpr"), "dpr", in: 1...4) ?? 1
         func side(_ name: String) throws(ThumbdError) -> Int? {
             guard let text = value(name) else { return nil }
-            guard let number = Int(text), (1...Self.maxSide).contains(number) else {
+            guard let scaled = Self.side(text, dpr: dpr) else {
                 throw .badRequest(.badParameter, "\(name) must be a whole number of pixels, 1 to \(Self.maxSide), not \(text)")
             }
-            let scaled = Int((Double(number) * dpr).rounded())
             guard scaled <= Self.maxSide else {
                 throw .badRequest(.badParameter, "\(name) × dpr must be at most \(Self.maxSide) pixels, not \(scaled)")
             }
