@@ -26,8 +26,8 @@ struct FetchCoalescerTests {
         let coalescer = FetchCoalescer(abortWhenAbandoned: true)
         let log = Log()
         var made = 0
-        let first = coalescer.join(key: "k", priority: .low, waiter: { _, role in log.add("a:\(role)") }) { made += 1; return job() }
-        let second = coalescer.join(key: "k", priority: .high, waiter: { _, role in log.add("b:\(role)") }) { made += 1; return job() }
+        let first = coalescer.join(key: "k", priority: .low, now: 0, waiter: { _, role in log.add("a:\(role)") }) { made += 1; return job() }
+        let second = coalescer.join(key: "k", priority: .high, now: 0, waiter: { _, role in log.add("b:\(role)") }) { made += 1; return job() }
         #expect(made == 1)
         #expect(first.role == .leader && first.job != nil)
         #expect(second.role == .follower && second.job == nil)
@@ -48,7 +48,7 @@ struct FetchCoalescerTests {
         let waiters = 40_000
         let clock = ContinuousClock()
         let started = clock.now
-        let tickets = (0..<waiters).map { _ in coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }.ticket }
+        let tickets = (0..<waiters).map { _ in coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }.ticket }
         #expect(coalescer.waiterCount(key: "k") == waiters)
         for ticket in tickets.dropLast() { #expect(coalescer.leave(ticket) == nil) }
         #expect(coalescer.leave(try #require(tickets.last)) != nil)
@@ -58,8 +58,8 @@ struct FetchCoalescerTests {
     @Test("the last waiter leaving hands back the job to cancel; earlier leavers do not")
     func leaving() throws {
         let coalescer = FetchCoalescer(abortWhenAbandoned: true)
-        let a = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
-        let b = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        let a = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
+        let b = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
         #expect(coalescer.leave(a.ticket) == nil)
         #expect(coalescer.leave(a.ticket) == nil)  // twice is harmless
         #expect(coalescer.leave(b.ticket) === a.job)
@@ -69,7 +69,7 @@ struct FetchCoalescerTests {
     @Test("without abortWhenAbandoned the flight stays and completes normally")
     func keepAbandoned() {
         let coalescer = FetchCoalescer(abortWhenAbandoned: false)
-        let a = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        let a = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
         #expect(coalescer.leave(a.ticket) == nil)
         #expect(coalescer.inFlightCount == 1)
     }
@@ -78,29 +78,48 @@ struct FetchCoalescerTests {
     func keptFlight() throws {
         let coalescer = FetchCoalescer(abortWhenAbandoned: true)
         let log = Log()
-        let first = coalescer.join(key: "k", priority: .normal, waiter: { _, role in log.add("first:\(role)") }) { job() }
+        let first = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, role in log.add("first:\(role)") }) { job() }
         let running = try #require(first.job)
         coalescer.complete(key: "k", job: running, with: .success(object("k")), keep: true)
         #expect(log.all == ["first:leader"])
-        let late = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("late waited") }) { job() }
+        let late = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in log.add("late waited") }) { job() }
         #expect(late.role == .finished && late.job == nil)  // answered as a hit: nothing is in flight
         #expect((try? late.ready?.get()) == object("k"))
         #expect(coalescer.leave(first.ticket) == nil)  // nothing left to cancel
         coalescer.complete(key: "k", job: running, with: .failure(.cancelled))  // a second completion is ignored
         coalescer.release(key: "k", job: running)
         #expect(coalescer.inFlightCount == 0)
-        let next = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in }) { job() }
+        let next = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
         #expect(next.role == .leader)
         #expect(log.all == ["first:leader"])
+    }
+
+    @Test("a kept flight whose object has expired (max-age=0) is no hit: a newcomer leads a new flight, which the old release leaves alone")
+    func keptExpiredFlight() throws {
+        let coalescer = FetchCoalescer(abortWhenAbandoned: true)
+        let first = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
+        let running = try #require(first.job)
+        coalescer.complete(key: "k", job: running, with: .success(object("k")), keep: true)  // expires at 1
+        let fresh = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in }) { job() }
+        #expect(fresh.role == .finished)
+        let late = coalescer.join(key: "k", priority: .normal, now: 1, waiter: { _, _ in }) { job() }
+        let replacing = try #require(late.job)
+        #expect(late.role == .leader && late.ready == nil && replacing !== running)
+        coalescer.release(key: "k", job: running)  // the store committed the old object
+        #expect(coalescer.job(for: "k") === replacing)
+        let follower = coalescer.join(key: "k", priority: .normal, now: 1, waiter: { _, _ in }) { job() }
+        #expect(follower.role == .follower)
+        coalescer.complete(key: "k", job: replacing, with: .failure(.cancelled))
+        #expect(coalescer.inFlightCount == 0)
     }
 
     @Test("a completion from an abandoned job does not touch the flight that replaced it")
     func staleCompletion() throws {
         let coalescer = FetchCoalescer(abortWhenAbandoned: true)
         let log = Log()
-        let old = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("old") }) { job() }
+        let old = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in log.add("old") }) { job() }
         _ = coalescer.leave(old.ticket)
-        let new = coalescer.join(key: "k", priority: .normal, waiter: { _, _ in log.add("new") }) { job() }
+        let new = coalescer.join(key: "k", priority: .normal, now: 0, waiter: { _, _ in log.add("new") }) { job() }
         coalescer.complete(key: "k", job: try #require(old.job), with: .failure(.cancelled))
         #expect(log.all.isEmpty)
         coalescer.complete(key: "k", job: try #require(new.job), with: .success(object("k")))

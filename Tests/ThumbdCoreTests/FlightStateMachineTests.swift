@@ -17,25 +17,30 @@ struct FlightStateMachineTests {
         CachedObject(key: key, url: key, status: 200, contentType: "image/png", body: Bytes([1]), etag: "\"e\"", fetchedAt: 0, expiresAt: 1)
     }
 
-    @Test("join while running waits (and raises the job's priority); join once finished answers at once")
+    @Test("join while running waits (and raises the job's priority); join once finished answers at once while its object is fresh, and is replaced once it has expired")
     func join() {
         let job = Job()
         var flight = FlightStateMachine(job: job, leader: 1) { _, _ in }
-        guard case .wait(let raised) = flight.join(token: 2, waiter: { _, _ in }) else { Issue.record("not waiting"); return }
+        guard case .wait(let raised) = flight.join(token: 2, waiter: { _, _ in }, now: 0) else { Issue.record("not waiting"); return }
         #expect(raised === job)
         #expect(flight.waiterCount == 2)
         guard case .answer(let waiters, remove: false) = flight.complete(with: .success(Self.object()), keep: true) else {
             Issue.record("not answered"); return
         }
         #expect(waiters.map(\.1).sorted { "\($0)" < "\($1)" } == [.follower, .leader])
-        guard case .answer(.success(let object)) = flight.join(token: 3, waiter: { _, _ in }) else { Issue.record("not ready"); return }
+        guard case .answer(.success(let object)) = flight.join(token: 3, waiter: { _, _ in }, now: 0) else { Issue.record("not ready"); return }
         #expect(object.key == "k")
+        // Once the object has expired (it did at 1), the kept flight is no hit: it is replaced.
+        guard case .replace = flight.join(token: 4, waiter: { _, _ in }, now: 1) else { Issue.record("an expired hit"); return }
+        var failed = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
+        _ = failed.complete(with: .failure(.shuttingDown), keep: true)
+        guard case .answer(.failure) = failed.join(token: 2, waiter: { _, _ in }, now: 1) else { Issue.record("not answered"); return }
     }
 
     @Test("leave: the last waiter abandons an abandonable flight; a flight that is not, stays")
     func leave() {
         var flight = FlightStateMachine(job: Job(), leader: 1) { _, _ in }
-        _ = flight.join(token: 2, waiter: { _, _ in })
+        _ = flight.join(token: 2, waiter: { _, _ in }, now: 0)
         #expect(flight.leave(token: 1, abandonable: true) == .stay)
         #expect(flight.leave(token: 1, abandonable: true) == .none)  // twice is harmless
         #expect(flight.leave(token: 9, abandonable: true) == .none)  // never a waiter

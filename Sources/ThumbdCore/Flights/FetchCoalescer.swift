@@ -36,7 +36,9 @@ package typealias FetchCoalescer = Coalescer<FetchJob>
 /// A flight can be completed while it is kept (`complete(…, keep: true)`): its waiters are
 /// answered at once, and askers arriving before `release` get the outcome without waiting
 /// (`Joined.ready`). That lets the store commit happen off the clients' critical path
-/// without opening a window for a second fetch.
+/// without opening a window for a second fetch. A kept object answers newcomers only while
+/// it is fresh, as the stored copy would: one already expired (`max-age=0`) is replaced by a
+/// new flight, whose asker leads it.
 package final class Coalescer<Job: CoalescedJob>: Sendable {
     package typealias Outcome = FlightOutcome
     package typealias Role = FlightRole
@@ -81,8 +83,9 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
         self.abortWhenAbandoned = abortWhenAbandoned
     }
 
-    /// Joins the flight for `key`, creating it with `makeJob` when none is in flight.
-    package func join(key: String, priority: Priority, waiter: @escaping Waiter,
+    /// Joins the flight for `key`, creating it with `makeJob` when none is in flight (or the
+    /// one kept holds an object expired at `now`, seconds since 1970).
+    package func join(key: String, priority: Priority, now: Int64, waiter: @escaping Waiter,
                      makeJob: () -> Job) -> Joined {
         let (joined, raise) = state.withLock { state -> (Joined, Job?) in
             state.nextToken += 1
@@ -91,12 +94,15 @@ package final class Coalescer<Job: CoalescedJob>: Sendable {
             // The flight changes in place (`flights[key]!.…`): a copy taken out of the map
             // would share its waiting list with the map's, and each join would copy the whole
             // list (quadratic in a flight of hundreds).
-            guard state.flights[key] != nil else {
+            func lead() -> (Joined, Job?) {
                 let job = makeJob()
                 state.flights[key] = FlightStateMachine(job: job, leader: token, waiter: waiter)
                 return (Joined(ticket: ticket, role: .leader, job: job, ready: nil, flight: job), nil)
             }
-            switch state.flights[key]!.join(token: token, waiter: waiter) {
+            guard state.flights[key] != nil else { return lead() }
+            switch state.flights[key]!.join(token: token, waiter: waiter, now: now) {
+            case .replace:
+                return lead()  // the kept flight's release finds another job here and leaves it
             case .answer(let outcome):
                 return (Joined(ticket: ticket, role: .finished, job: nil, ready: outcome, flight: nil), nil)
             case .wait(let job):

@@ -1,3 +1,4 @@
+import BlobStore
 import Upstream
 
 /// One flight (one fetch or one resize for one cache key) as a plain value: each transition
@@ -7,6 +8,7 @@ import Upstream
 /// unlocking.
 ///
 ///     running(waiters) ──complete(keep)──► finished(outcome) ──release──► gone
+///            │                                    └──join(expired)──► replaced by a new flight
 ///            │         ──complete──────────────────────────────────────► gone
 ///            └──leave(last waiter, abandonable)─────────────────────────► gone (job abandoned)
 struct FlightStateMachine<Job: AnyObject>: Sendable where Job: Sendable {
@@ -33,9 +35,13 @@ struct FlightStateMachine<Job: AnyObject>: Sendable where Job: Sendable {
         case wait(raisePriority: Job)
         /// The flight has finished: answer at once with its outcome (a hit).
         case answer(FlightOutcome)
+        /// The flight has finished with an object that is no longer fresh at `now` (an origin's
+        /// `max-age=0`): not a hit, as the stored copy would not be. A new flight takes its place.
+        case replace
     }
 
-    mutating func join(token: UInt64, waiter: @escaping Waiter) -> JoinAction {
+    /// `now`: seconds since 1970, as an object's `expiresAt`.
+    mutating func join(token: UInt64, waiter: @escaping Waiter, now: Int64) -> JoinAction {
         switch state {
         case .running(var waiters):
             // The state lets go of its dictionary first: a copy held there would make this
@@ -44,6 +50,8 @@ struct FlightStateMachine<Job: AnyObject>: Sendable where Job: Sendable {
             waiters[token] = waiter
             state = .running(waiters: waiters)
             return .wait(raisePriority: job)
+        case .finished(.success(let object)) where !object.isFresh(at: now):
+            return .replace
         case .finished(let outcome):
             return .answer(outcome)
         }

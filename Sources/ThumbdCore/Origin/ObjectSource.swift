@@ -59,7 +59,7 @@ final class ObjectSource: Sendable {
                requestID: String? = nil, waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
         let key = destination.url
         let stale = stale?.status == 200 ? stale : nil
-        let joined = coalescer.join(key: key, priority: priority, waiter: waiter) {
+        let joined = coalescer.join(key: key, priority: priority, now: Self.now(), waiter: waiter) {
             let validators = stale.map { Validators(etag: $0.upstreamETag, lastModified: $0.lastModified) }
             let started = ContinuousClock.now
             return FetchJob(url: destination.url, host: destination.host, priority: priority, validators: validators) {

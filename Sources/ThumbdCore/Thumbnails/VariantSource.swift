@@ -55,7 +55,7 @@ final class VariantSource: Sendable {
               stale: CachedObject? = nil, requestID: String? = nil, preview: Bool = false, patient: Bool = false,
               onScreen: Bool = false, waiter: @escaping Coalescer<ResizeJob>.Waiter) -> Coalescer<ResizeJob>.Joined {
         let key = variant.key(of: destination.url)
-        let joined = flights.join(key: key, priority: priority, waiter: waiter) { ResizeJob(priority: priority) }
+        let joined = flights.join(key: key, priority: priority, now: ObjectSource.now(), waiter: waiter) { ResizeJob(priority: priority) }
         if preview { joined.flight?.wantPreview() }
         if patient { joined.flight?.bePatient() }
         guard let job = joined.job, joined.ready == nil else { return joined }
