@@ -63,10 +63,44 @@ struct DestinationPolicyTests {
         for raw in ["http://example.org/a\u{0}b", "http://example.org/a b", "http://example.org/\nx", "http://example.org/\u{7F}"] {
             #expect(throws: ThumbdError.self) { try policy.validate(raw) }
         }
-        for raw in ["http://example.org/caf\u{E9}.jpg", "http://example.org/%E2%82%AC?q=%zz", "http://EXAMPLE.org:80/a/../b#x"] {
+        for raw in ["http://example.org/caf\u{E9}.jpg", "http://example.org/%E2%82%AC?q=%zz", "http://EXAMPLE.org:80/a/../b#x",
+                    "http://5%2dat\u{74A}aFj", "http://b\u{FC}cher.example/a.jpg"] {
             let once = try policy.validate(raw)
             #expect(try policy.validate(once.url) == once, "\(raw)")
         }
+    }
+
+    @Test("the host checked and connected to is the URL's own (IDNA): a name percent-encoded or in Unicode is judged as curl will ask for it (found by fuzzing)")
+    func internationalHosts() throws {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        let unicode = try policy.validate("http://b\u{FC}cher.example/a.jpg")
+        #expect(unicode.url == "http://xn--bcher-kva.example/a.jpg" && unicode.host == "xn--bcher-kva.example")
+        let encoded = try policy.validate("http://5%2dat\u{74A}aFj")
+        #expect(encoded.url == "http://\(encoded.host)/" && encoded.host.hasPrefix("xn--"))
+        // The allow list meets the name as it is fetched.
+        let listed = DestinationPolicy(allowPrivateNetworks: false, allowHosts: ["xn--bcher-kva.example"])
+        #expect(try listed.validate("http://b\u{FC}cher.example/a.jpg").host == "xn--bcher-kva.example")
+        // A full-width `localhost` is `localhost` once normalized: refused before any lookup.
+        do {
+            let local = try policy.validate("http://\u{FF4C}\u{FF4F}\u{FF43}\u{FF41}\u{FF4C}\u{FF48}\u{FF4F}\u{FF53}\u{FF54}/a.jpg")
+            #expect(!local.url.contains("//localhost"), "\(local.url) was allowed")
+        } catch {
+            #expect(error.status == 403 || error.status == 400, "\(error)")
+        }
+    }
+
+    @Test("the length limit holds for the normalized URL: one that percent-encoding takes past it is too long (found by fuzzing)")
+    func normalizedLength() throws {
+        let policy = DestinationPolicy(allowPrivateNetworks: false, allowHosts: [])
+        let path = String(repeating: "\u{E9}", count: 1500)  // 3000 bytes raw, 9000 percent-encoded
+        do {
+            _ = try policy.validate("https://example.org/" + path)
+            Issue.record("a URL of 9000 bytes once normalized was accepted")
+        } catch {
+            #expect(error.code == .urlTooLong && error.status == 400)
+        }
+        let fits = try policy.validate("https://example.org/" + String(repeating: "\u{E9}", count: 600))
+        #expect(try policy.validate(fits.url) == fits)
     }
 
     @Test("a port outside 1-65535 is a malformed URL", arguments: ["99999", "70000", "0", "65536"])

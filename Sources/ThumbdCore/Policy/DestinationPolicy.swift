@@ -88,10 +88,22 @@ package struct DestinationPolicy: Sendable {
             components.port = nil
         }
         if components.path.isEmpty { components.path = "/" }
-        guard let normalized = components.string else {
+        // The host judged below is the normalized URL's, as curl will ask for it: a name
+        // given in Unicode or percent-encoded is judged in its IDNA form (`xn--…`), so the
+        // allow list and the loopback names see what is fetched (found by fuzzing: the two
+        // differed, so a URL's own normal form was not accepted as the same destination).
+        guard let normalized = components.string,
+              let fetched = URLComponents(string: normalized)?.encodedHost?.lowercased(), !fetched.isEmpty
+        else {
             throw .badRequest(.malformedURL, "the url cannot be normalized")
         }
-        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        // Normalizing percent-encodes what the URL spelled raw (3 bytes a byte, and 9 for a
+        // character that is not valid UTF-8): the limit holds for the URL that is fetched and
+        // keyed, so that it is also its own normal form (found by fuzzing).
+        guard normalized.utf8.count <= maxURLLength else {
+            throw .badRequest(.urlTooLong, "the url is longer than \(maxURLLength) bytes once normalized (percent-encoded)")
+        }
+        let bareHost = fetched.hasPrefix("[") ? String(fetched.dropFirst().dropLast()) : fetched
         guard isAllowed(host: bareHost) else {
             throw .forbidden(.hostNotAllowed, "\(bareHost) is not in the allow list")
         }
