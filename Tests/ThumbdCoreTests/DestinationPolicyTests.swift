@@ -77,6 +77,10 @@ struct DestinationPolicyTests {
         #expect(unicode.url == "http://xn--bcher-kva.example/a.jpg" && unicode.host == "xn--bcher-kva.example")
         let encoded = try policy.validate("http://5%2dat\u{74A}aFj")
         #expect(encoded.url == "http://\(encoded.host)/" && encoded.host.hasPrefix("xn--"))
+        // A host that is no name once normalized (`=`, a percent-encoded byte) is malformed.
+        for raw in ["http://5y%3dat\u{74A}aFj", "http://a=b.org/", "http://a%3db.org/", "http://a%00b.org/"] {
+            #expect(throws: ThumbdError.self, "\(raw)") { try policy.validate(raw) }
+        }
         // The allow list meets the name as it is fetched.
         let listed = DestinationPolicy(allowPrivateNetworks: false, allowHosts: ["xn--bcher-kva.example"])
         #expect(try listed.validate("http://b\u{FC}cher.example/a.jpg").host == "xn--bcher-kva.example")

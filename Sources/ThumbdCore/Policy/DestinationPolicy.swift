@@ -103,6 +103,12 @@ package struct DestinationPolicy: Sendable {
         guard normalized.utf8.count <= maxURLLength else {
             throw .badRequest(.urlTooLong, "the url is longer than \(maxURLLength) bytes once normalized (percent-encoded)")
         }
+        // A name is letters, digits, `-`, `.` and `_` once in its IDNA form (what DNS and curl
+        // take); anything else (`=`, a percent-encoded byte) Foundation's IDNA spells one way
+        // and parses back another (found by fuzzing). An address literal is bracketed.
+        guard fetched.hasPrefix("[") || fetched.utf8.allSatisfy(Self.isNameByte) else {
+            throw .badRequest(.malformedURL, "the url's host \(fetched) is not a host name (letters, digits, -, . and _) or an address")
+        }
         let bareHost = fetched.hasPrefix("[") ? String(fetched.dropFirst().dropLast()) : fetched
         guard isAllowed(host: bareHost) else {
             throw .forbidden(.hostNotAllowed, "\(bareHost) is not in the allow list")
@@ -127,6 +133,10 @@ package struct DestinationPolicy: Sendable {
             }
         }
         return Destination(url: normalized, host: bareHost)
+    }
+
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || byte == 0x2D || byte == 0x2E || byte == 0x5F
     }
 
     package func isAllowed(host: String) -> Bool {
