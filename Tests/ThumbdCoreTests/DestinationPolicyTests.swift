@@ -77,8 +77,9 @@ struct DestinationPolicyTests {
         #expect(unicode.url == "http://xn--bcher-kva.example/a.jpg" && unicode.host == "xn--bcher-kva.example")
         let encoded = try policy.validate("http://5%2dat\u{74A}aFj")
         #expect(encoded.url == "http://\(encoded.host)/" && encoded.host.hasPrefix("xn--"))
-        // A host that is no name once normalized (`=`, a percent-encoded byte) is malformed.
-        for raw in ["http://5y%3dat\u{74A}aFj", "http://a=b.org/", "http://a%3db.org/", "http://a%00b.org/"] {
+        // A host that is no name once normalized (`=`, a percent-encoded byte, an IDNA form that
+        // does not read back) is malformed.
+        for raw in ["http://5y%3dat\u{74A}aFj", "http://5y%2dat\u{74A}aFj", "http://xn--5y-atafj-pvp/", "http://a=b.org/", "http://a%3db.org/", "http://a%00b.org/"] {
             #expect(throws: ThumbdError.self, "\(raw)") { try policy.validate(raw) }
         }
         // The allow list meets the name as it is fetched.

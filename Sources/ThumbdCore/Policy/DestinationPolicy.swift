@@ -48,6 +48,13 @@ package struct DestinationPolicy: Sendable {
     package func validate(_ raw: String?) throws(ThumbdError) -> Destination {
         if let raw, let known = memo.lookup(raw) { return known }
         let destination = try validateUncached(raw)
+        // The URL fetched and keyed must be its own normal form, or the same image would have
+        // two keys, and a link made from it would be refused. Foundation's IDNA has spelled
+        // hosts it cannot read back (found by fuzzing, four ways): whatever else it does, a
+        // URL whose normal form does not normalize to itself is refused.
+        if destination.url != raw, (try? validateUncached(destination.url)) != destination {
+            throw .badRequest(.malformedURL, "the url's host does not keep its form once normalized (IDNA)")
+        }
         memo.store(raw!, destination)
         return destination
     }
@@ -92,8 +99,10 @@ package struct DestinationPolicy: Sendable {
         // given in Unicode or percent-encoded is judged in its IDNA form (`xn--…`), so the
         // allow list and the loopback names see what is fetched (found by fuzzing: the two
         // differed, so a URL's own normal form was not accepted as the same destination).
-        guard let normalized = components.string,
-              let fetched = URLComponents(string: normalized)?.encodedHost?.lowercased(), !fetched.isEmpty
+        // A name whose IDNA form Foundation cannot read back (it made it from a label IDNA
+        // does not allow) has no host when given again: refused now, as it would be then.
+        guard let normalized = components.string, let again = URLComponents(string: normalized), again.host != nil,
+              let fetched = again.encodedHost?.lowercased(), !fetched.isEmpty
         else {
             throw .badRequest(.malformedURL, "the url cannot be normalized")
         }
