@@ -189,5 +189,26 @@ class Batch extends EventTarget {
 export function openBatch(items, options = {}) {
   return new Batch(items || [], options);
 }
+
+// What changes in a grid's tiles (a preview, a loaded image, a percentage) is applied
+// together: at the next frame, and at most every 50 ms. Each change on its own would be a
+// frame for the browser to lay out and paint, and a grid's events and images come in bursts;
+// a change after a quiet spell waits for the next frame only (a warm grid's tiles all load in
+// one burst, which a fixed 50 ms held back). createGrid and <thumbd-img> each have one.
+function painter() {
+  let due = [], timer = 0, frame = 0, last = -Infinity;
+  const run = () => {
+    clearTimeout(timer); cancelAnimationFrame(frame);
+    timer = frame = 0; last = performance.now();
+    const now = due; due = []; now.forEach((f) => f());
+  };
+  return (change) => {
+    due.push(change);
+    if (timer || frame) return;
+    const wait = last + 50 - performance.now();
+    if (wait > 0) timer = setTimeout(run, wait);
+    else { frame = requestAnimationFrame(run); timer = setTimeout(run, 50); }  // a hidden tab has no frames
+  };
+}
 """#
 }

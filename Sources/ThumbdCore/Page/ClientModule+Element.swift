@@ -184,14 +184,8 @@ const CSS = ':host{display:inline-block;position:relative;overflow:hidden;vertic
 let sheet = null;
 try { sheet = new CSSStyleSheet(); sheet.replaceSync(CSS); } catch (e) { sheet = null; }
 
-// What changes in the elements (a preview, a loaded tile, a progress bar) is applied together,
-// at most every 50 ms, as createGrid does: each change alone is a layout and a paint, and a
-// grid's events and images come in bursts.
-let swaps = [], swapping = 0;
-function swap(change) {
-  swaps.push(change);
-  if (!swapping) swapping = setTimeout(() => { swapping = 0; const due = swaps; swaps = []; due.forEach((f) => f()); }, 50);
-}
+// What changes in the elements is applied together, as createGrid does (painter()).
+const swap = painter();
 const BROKEN = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><path d="M8 8l8 8M16 8l-8 8"/></svg>';
 
 export class ThumbdImg extends HTMLElement {

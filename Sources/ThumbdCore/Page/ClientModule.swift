@@ -68,14 +68,8 @@ export function createGrid(options = {}) {
   glyph.innerHTML = '<svg class="wait" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="1.6"><rect x="3" y="3" width="18" height="18" rx="3"/><circle cx="9" cy="9" r="1.8"/><path d="M21 15l-5-5L5 21"/></svg>';
   const kb = (n) => n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.round(n / 1024) + " KB";
 
-  // What changes in the tiles (a preview, a loaded image, a percentage) is applied together,
-  // at most every 50 ms: each change on its own is a frame for the browser to lay out, paint
-  // and composite, and a grid's events and images come in bursts.
-  let swaps = [], swapping = 0;
-  function paint(swap) {
-    swaps.push(swap);
-    if (!swapping) swapping = setTimeout(() => { swapping = 0; const due = swaps; swaps = []; due.forEach((f) => f()); }, 50);
-  }
+  // What changes in the tiles is applied together: at the next frame, at most every 50 ms.
+  const paint = painter();
 
   // The status line and the bar are redrawn at most every 100 ms: a grid's events come in
   // bursts, and a redraw per event costs the browser a layout and a paint each.
