@@ -16,6 +16,22 @@ WIDTH, HEIGHT = 1280, 900
 # static pages), or thumbd's page marking the tile `data-loaded="1"` (it swaps the loaded
 # image in for the preview, so the image loads before it is in the document).
 RECORDER = """
+// thumbd's pages: when each done event reached the page and each tile's image had loaded
+// (the phases of a warm grid: POST, its answer, the events, the images, the tiles shown).
+window.__done = [];
+window.__images = [];
+const EventSource0 = window.EventSource;
+window.EventSource = Object.assign(function (url, options) {
+  const source = new EventSource0(url, options);
+  source.addEventListener('done', () => window.__done.push(performance.now()));
+  return source;
+}, { CONNECTING: 0, OPEN: 1, CLOSED: 2 });
+const Image0 = window.Image;
+window.Image = function () {
+  const image = new Image0(...arguments);
+  image.addEventListener('load', () => { if (image.className !== 'preview') window.__images.push(performance.now()); });
+  return image;
+};
 window.__loads = {};
 window.__post = null;  // when thumbd's page posts its batch (the page has loaded and been given its URLs)
 window.__focus = [];   // when it tells thumbd what is on screen (POST /batches/<id>/focus)
@@ -148,6 +164,8 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             });
             return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
                      loads: window.__loads || {}, post: window.__post, focus: window.__focus || [],
+                     answered: (performance.getEntriesByType('resource').find((e) => /[/]batches$/.test(e.name)) || {}).responseEnd || null,
+                     done: window.__done || [], images: window.__images || [],
                      cancelled: """ + CANCELLED + """ };
         })()""")
         loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}
@@ -166,6 +184,10 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             "bytes": browser.bytes_received(),
             "first_tiles": len(first),
             "post": (layout["post"] or 0) / 1000.0,
+            # thumbd's pages: the POST answered, the last done event, the last image loaded.
+            "answered": (layout["answered"] or 0) / 1000.0,
+            "last_done": max(layout["done"], default=0) / 1000.0,
+            "last_image": max(layout["images"], default=0) / 1000.0,
             # Scrolled: when the page named the bottom screen to thumbd (its first focus).
             "focus": layout["focus"][0] / 1000.0 if layout["focus"] else None,
         }

@@ -256,6 +256,16 @@ def report(results, cpu, total_bytes, download, decode):
           "files served by nginx %s (the fastest answer an HTTP/1.1 server gives) loads all of them in %.2f s; "
           "thumbd's <img> page, %.2f s." % (nginx_version(), m("static tiles (nginx)", "all"), m("<img> warm", "all")))
     print()
+    # Where a warm grid's time goes: what thumbd does (the POST's answer, the events) is a
+    # small part; the rest is the browser's (loading the page and the module, the events'
+    # handling, decoding the tiles, painting them).
+    print("| warm, median s from navigation | batch posted | its answer | last done event | last tile image loaded | all tiles shown |")
+    print("|---|---|---|---|---|---|")
+    for label, name in (("page warm", "thumbd's own page"), ("element warm", "`<thumbd-img>` page")):
+        if label in results:
+            print("| %s | %.3f | %.3f | %.3f | %.3f | %.3f |" % (name, m(label, "post"), m(label, "answered"), m(label, "last_done"),
+                                                             m(label, "last_image"), m(label, "all")))
+    print()
     print("thumbd CPU per tile, cold page (fetch, check, store, resize, encode): %.1f ms (median of %d)" % (
         statistics.median(cpu) * 1000, len(cpu)))
     def floor_line(screen, when, named, direct):
