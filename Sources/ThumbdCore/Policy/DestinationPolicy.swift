@@ -99,10 +99,8 @@ package struct DestinationPolicy: Sendable {
         // given in Unicode or percent-encoded is judged in its IDNA form (`xn--…`), so the
         // allow list and the loopback names see what is fetched (found by fuzzing: the two
         // differed, so a URL's own normal form was not accepted as the same destination).
-        // A name whose IDNA form Foundation cannot read back (it made it from a label IDNA
-        // does not allow) has no host when given again: refused now, as it would be then.
-        guard let normalized = components.string, let again = URLComponents(string: normalized), again.host != nil,
-              let fetched = again.encodedHost?.lowercased(), !fetched.isEmpty
+        guard let normalized = components.string, let fetched = URLComponents(string: normalized)?.encodedHost?.lowercased(),
+              !fetched.isEmpty
         else {
             throw .badRequest(.malformedURL, "the url cannot be normalized")
         }
