@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import HTTPServer
 @testable import ThumbdCore
@@ -49,6 +50,28 @@ struct EventLogTests {
         let log = EventLog()
         log.append("x", "a\nb")
         #expect(drain(subscriber(log)).text.hasSuffix("id: 1\nevent: x\ndata: a\ndata: b\n\n"))
+    }
+
+    @Test("an event's JSON strings read back as written, with and without characters to escape")
+    func quoting() throws {
+        let texts = ["", "plain", "data:image/jpeg;base64,/9j/2wBD+AA==", "https://bücher.example/🖼.jpg?a=1&b=2",
+                     "quote \" backslash \\ slash /", "lines\nand\r\ttabs", "control \u{01}\u{1F} del \u{7F}"]
+        for text in texts {
+            let quoted = JSONText.quote(text)
+            let back = try JSONSerialization.jsonObject(with: Data("[\(quoted)]".utf8)) as? [String]
+            #expect(back == [text], "\(quoted)")
+        }
+        #expect(JSONText.quote("a/b") == "\"a/b\"")
+        #expect(JSONText.quote("a\u{01}") == "\"a\\u0001\"")
+    }
+
+    @Test("framing keeps empty lines, a trailing newline and non-ASCII text as they are")
+    func framingEdges() {
+        #expect(String(decoding: EventLog.frame(id: 7, "x", ""), as: UTF8.self) == "id: 7\nevent: x\ndata: \n\n")
+        #expect(String(decoding: EventLog.frame(id: 1, "x", "a\n\nb\n"), as: UTF8.self)
+                == "id: 1\nevent: x\ndata: a\ndata: \ndata: b\ndata: \n\n")
+        #expect(String(decoding: EventLog.frame(id: 2, "done", "{\"u\":\"bücher 🖼\"}"), as: UTF8.self)
+                == "id: 2\nevent: done\ndata: {\"u\":\"bücher 🖼\"}\n\n")
     }
 
     @Test("a reader whose buffer is smaller than an event gets it in parts, across the compaction at the end")

@@ -42,6 +42,11 @@ package struct ThumbdError: Error, Sendable, Equatable, CustomStringConvertible 
 enum JSONText {
     /// A JSON string literal for `text`.
     static func quote(_ text: String) -> String {
+        // Most text (a URL, a type, a preview's data URI) has nothing to escape: copied whole,
+        // not scalar by scalar.
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else {
+            return "\"" + text + "\""
+        }
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
