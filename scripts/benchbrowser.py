@@ -26,6 +26,13 @@ window.EventSource = Object.assign(function (url, options) {
   source.addEventListener('done', () => window.__done.push(performance.now()));
   return source;
 }, { CONNECTING: 0, OPEN: 1, CLOSED: 2 });
+// A batch's done dispatched by /thumbd.js (from the stream or from the POST's answer).
+window.__batchDone = [];
+const dispatch0 = EventTarget.prototype.dispatchEvent;
+EventTarget.prototype.dispatchEvent = function (event) {
+  if (event.type === 'done' && 'index' in event) window.__batchDone.push(performance.now());
+  return dispatch0.call(this, event);
+};
 const Image0 = window.Image;
 window.Image = function () {
   const image = new Image0(...arguments);
@@ -165,7 +172,7 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             return { tiles, height: document.documentElement.scrollHeight, view: innerHeight,
                      loads: window.__loads || {}, post: window.__post, focus: window.__focus || [],
                      answered: (performance.getEntriesByType('resource').find((e) => /[/]batches$/.test(e.name)) || {}).responseEnd || null,
-                     done: window.__done || [], images: window.__images || [],
+                     done: (window.__batchDone || []).length ? window.__batchDone : (window.__done || []), images: window.__images || [],
                      cancelled: """ + CANCELLED + """ };
         })()""")
         loads = {int(k): v / 1000.0 for k, v in layout["loads"].items()}

@@ -12,7 +12,9 @@ daemons this script starts and the test origin the smoke test started:
    soon as the user scrolls to it;
 7. under thumbnails.onlyPresets, the page asks with its preset;
 8. /thumbd.js on a page of another origin (one listed in server.allowedOrigins, served on
-   another port): the same grid in a few lines; a page of an origin not listed is refused.
+   another port): the same grid in a few lines; a page of an origin not listed is refused;
+9. warm: a grid whose tiles are all cached fills from the POST's answer (its events come in
+   it, end included) without opening the event stream.
 
 Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
 """
@@ -221,8 +223,37 @@ def module(browser):
         server.shutdown()
 
 
+def warm(browser):
+    """a grid of cached tiles fills from the POST's answer, without opening the event stream"""
+    fresh = Daemon("warm")
+    asked = []
+
+    def record(event):
+        if event["method"] == "Network.requestWillBeSent":
+            asked.append(event["params"]["request"]["url"])
+
+    try:
+        browser.call("Page.navigate", url=fresh.page(tiles[:4]))
+        wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)")
+        # Once the store holds the 4 originals, tiles and previews, the same grid again.
+        deadline = time.monotonic() + 20
+        while json.load(urllib.request.urlopen("http://127.0.0.1:%d/stats" % fresh.port))["objects"] < 12:
+            check(time.monotonic() < deadline, "the cold grid's objects were not stored within 20 s")
+            time.sleep(0.05)
+        browser.events.clear()  # what the cold visit's page asked
+        browser.call("Page.navigate", url=fresh.page(tiles[:4]) + "&again=1")
+        wait(browser, ENDED + " && [...document.querySelectorAll('.tile')].every(t => t.dataset.loaded)", on_event=record)
+        states = browser.evaluate(STATES)
+        check(states == ["done:1"] * 4, "states: %s" % states)
+        check(browser.evaluate("document.getElementById('status').textContent").startswith("4 done, 0 failed"), "status line")
+        check(any(url.endswith("/batches") for url in asked), "no batch was posted: %s" % asked)
+        check(not any("/events" in url or "/thumb?" in url for url in asked), "a warm grid asked more than its batch: %s" % asked)
+    finally:
+        fresh.stop()
+
+
 try:
-    for test in (sizing, broken_after_done, signed, restart, focus, presets, module):
+    for test in (sizing, broken_after_done, signed, restart, focus, presets, module, warm):
         scenarios.run(test)
 finally:
     daemon.stop()

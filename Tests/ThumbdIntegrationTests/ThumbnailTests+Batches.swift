@@ -1,3 +1,4 @@
+import EventStream
 import Foundation
 import Support
 import ThumbdCore
@@ -61,6 +62,33 @@ extension ThumbnailTests {
             let tile = try await request(daemon.port, try #require(small["src"] as? String))
             #expect(Data(base64Encoded: String(uri.dropFirst("data:image/jpeg;base64,".count))) == Data(tile.body))
             #expect((done.last?["bytes"] as? Int ?? 0) > 4096 && done.last?["inline"] == nil)  // too large: src only
+        }
+    }
+
+    @Test("with previews too, a done that carries its tile inline carries no preview; one that does not carries its stored one")
+    func inlineWithoutPreview() async throws {
+        try await withOriginAndDaemon({ $0.batches.maxInlineBytes = 4096 }) { origin, daemon in
+            try await origin.put("i2.jpg", Self.thumbnailer.testImage(width: 900, height: 600).array)
+            let url = origin.url("/file/i2.jpg")
+            let body = "{\"items\":[{\"url\":\"\(url)\"},{\"url\":\"\(url)\",\"w\":600,\"h\":400}],\"w\":64,\"h\":64,\"format\":\"jpeg\",\"inline\":true,\"preview\":true}"
+            _ = try await Self.batchEvents(daemon, body)  // cold: both tiles and their previews made and stored
+            // Warm, once both tiles are hits and the large one's done has its stored preview
+            // (the store commits after the cold batch's done): at most 10 s.
+            func ready(_ events: [EventStreamParser.Event]) -> Bool {
+                let done = events.filter { $0.type == "done" }.map(payload)
+                return done.count == 2 && done.allSatisfy { $0["cache"] as? String == "hit" }
+                    && done.contains { $0["index"] as? Int == 1 && $0["preview"] is String }
+            }
+            var warm = try await Self.batchEvents(daemon, body)
+            for _ in 0..<50 where !ready(warm) {
+                try await Task.sleep(for: .milliseconds(200))
+                warm = try await Self.batchEvents(daemon, body)
+            }
+            #expect(ready(warm))
+            let done = warm.filter { $0.type == "done" }.map(payload)
+            let small = try #require(done.first { $0["index"] as? Int == 0 })
+            #expect(small["inline"] is String && small["preview"] == nil)
+            #expect(!warm.contains { $0.type == "preview" })
         }
     }
 

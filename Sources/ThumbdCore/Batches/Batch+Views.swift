@@ -29,18 +29,27 @@ extension Batch {
         }
     }
 
-    /// The 201 answer to `POST /batches` (every item), and the 200 of `POST …/items` (those added).
-    func created(_ range: Range<Int>? = nil) -> String {
-        state.withLock { state in
-            let items = state.items[range ?? state.items.indices].map { item in
+    /// The 201 answer to `POST /batches` (every item), and the 200 of `POST …/items` (those
+    /// added). With `log` (the 201): the events already in the log, each as the stream gives
+    /// it, and the last one's id (`lastEventId`, 0 for none): a warm batch is all there,
+    /// `end` included, and a client resumes the stream after it.
+    func created(_ range: Range<Int>? = nil, log withLog: Bool = false) -> String {
+        let items = state.withLock { state in
+            state.items[range ?? state.items.indices].map { item in
                 """
                 {"index":\(item.index),"id":\(Self.json(item.clientID)),"url":\(JSONText.quote(item.url)),"src":\(Self.json(item.src))}
                 """
             }
-            return """
-                {"id":"\(id)","events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]}\n
-                """
         }
+        var logged = ""
+        if withLog {
+            let events = log.readable()
+            let rendered = events.map { #"{"id":\#($0.id),"event":"\#($0.name)","data":\#($0.json)}"# }
+            logged = #","log":[\#(rendered.joined(separator: ","))],"lastEventId":\#(events.last?.id ?? 0)"#
+        }
+        return """
+            {"id":"\(id)","events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]\(logged)}\n
+            """
     }
 
     static func json(_ text: String?) -> String { text.map(JSONText.quote) ?? "null" }

@@ -65,7 +65,7 @@ struct BatchHandler: Sendable {
             }
             let batch = try registry.create(parsed, accept: request.headers["accept"],
                                             requestID: requestID, body: request.body)
-            return .json(201, batch.created(), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
+            return .json(201, batch.created(log: true), headers: [("Location", "/batches/\(batch.id)"), ("Cache-Control", "no-store")])
         } catch {
             return .error(error)
         }

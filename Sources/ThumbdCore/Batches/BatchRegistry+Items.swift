@@ -88,12 +88,13 @@ extension BatchRegistry {
 
     /// Answers the item. With previews, `done` carries the stored preview when there is one;
     /// else `done` goes at once and a preview is made from the image just delivered (a tile,
-    /// or an original) and follows in its own event, unless one was sent already.
+    /// or an original) and follows in its own event, unless one was sent already. A `done`
+    /// that carries its image inline needs no preview: the tile itself is there.
     func deliver(_ outcome: FlightOutcome, _ item: Item, key: String, to batch: Batch, index: Int, cache: String) {
         switch outcome {
         case .success(let object) where object.status != 200:
             batch.fail(index, error: .upstreamStatus(object.status))
-        case .success(let object) where item.preview:
+        case .success(let object) where item.preview && object.body.count > item.inline:
             let stored = batch.previewSent(index) ? nil : Previews.stored(of: key, in: source)
             let make = stored == nil && !batch.previewSent(index)
             if make { batch.expectPreview() }  // `end` waits for it; `done` does not

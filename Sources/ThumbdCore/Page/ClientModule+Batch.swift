@@ -20,6 +20,9 @@ extension ClientModule {
 const BATCH_KEYS = ["w", "h", "dpr", "fit", "gravity", "fx", "fy", "crop", "bg", "blur", "sharpen", "rotate", "format",
                     "q", "progressive", "preset", "priority", "preview", "inline", "focus", "cancelOffscreen"];
 
+// The batch's own events (the stream also says "shutdown", handled apart).
+const RELAYED = ["progress", "preview", "done", "failed", "cancelled", "items", "end"];
+
 export class ThumbdEvent extends Event {
   constructor(type, data) {
     super(type);
@@ -58,7 +61,13 @@ class Batch extends EventTarget {
     this.opened = this.post("/batches", body, 201).then((answer) => {
       this.id = answer.id; this.items = answer.items;
       this.emit("open", { id: answer.id, items: answer.items });
-      if (!this.finished) this.listen(answer.events);
+      // The events already there come with the answer (a warm batch: every one, end
+      // included). They are dispatched as the stream's would be, after whoever awaits
+      // `opened` has run; the stream is read from after the last of them.
+      setTimeout(() => {
+        for (const e of answer.log || []) if (!this.finished && RELAYED.includes(e.event)) this.receive(e.event, e.data);
+        if (!this.finished) this.listen(answer.events, answer.lastEventId || 0);
+      });
       return this;
     });
     this.opened.catch(() => {});
@@ -88,20 +97,21 @@ class Batch extends EventTarget {
     throw error;
   }
 
-  listen(path) {
-    const source = this.source = new EventSource(this.server + path);
-    const relay = (type, adjust) => source.addEventListener(type, (e) => {
-      const data = JSON.parse(e.data);
-      if (adjust) adjust(data);
-      this.emit(type, data);
-      if (type === "end") this.stop();
-    });
-    relay("progress"); relay("preview"); relay("failed"); relay("cancelled"); relay("end");
-    relay("items", (d) => { for (const item of d.items) this.items[item.index] = { ...this.items[item.index], ...item }; });
-    relay("done", (d) => {
-      d.src = this.server + d.src;
-      if (this.items[d.index]) this.items[d.index].src = d.src;
-    });
+  // One event of the batch's, from the stream or from the POST's answer.
+  receive(type, data) {
+    if (type === "items") for (const item of data.items) this.items[item.index] = { ...this.items[item.index], ...item };
+    if (type === "done") {
+      data.src = this.server + data.src;
+      if (this.items[data.index]) this.items[data.index].src = data.src;
+    }
+    this.emit(type, data);
+    if (type === "end") this.stop();
+  }
+
+  // The stream, after event `after` (what the POST's answer carried).
+  listen(path, after = 0) {
+    const source = this.source = new EventSource(this.server + path + (after ? "?lastEventId=" + after : ""));
+    for (const type of RELAYED) source.addEventListener(type, (e) => this.receive(type, JSON.parse(e.data)));
     // The stream's own state, dispatched but not iterated: the daemon is stopping (it comes
     // back and the stream resumes by itself), the stream is lost and being retried, it is open.
     source.addEventListener("shutdown", () => this.dispatchEvent(new ThumbdEvent("restarting", {})));
