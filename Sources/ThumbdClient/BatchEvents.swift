@@ -172,6 +172,13 @@ public struct BatchEvents: AsyncSequence, Sendable {
         let body = try await client.expect(201, "POST", "/batches", json: try options.body(items))
         let created = try JSONDecoder().decode(Created.self, from: Data(body))
         continuation.yield(.opened(id: created.id, items: created.items))
+        // The events already there come with the answer (a batch of cached items: every one,
+        // `end` included); the stream is read after the last of them, or not at all.
+        for event in try Created.log(of: Data(body)) {
+            guard let typed = try BatchEvent(type: event.type, data: event.data) else { continue }
+            continuation.yield(typed)
+            if case .end = typed { return }
+        }
         do {
             try await follow(client: client, created: created, options: options, continuation: continuation)
         } catch {
@@ -189,12 +196,23 @@ public struct BatchEvents: AsyncSequence, Sendable {
         var id: String
         var events: String
         var items: [BatchEvent.Item]
+        /// The id of the last event of the answer's `log` (absent from a daemon before it).
+        var lastEventId: Int?
+
+        /// The answer's `log`: each event's name and JSON, as the stream gives them.
+        static func log(of body: Data) throws -> [(type: String, data: String)] {
+            let answer = try JSONSerialization.jsonObject(with: body) as? [String: Any]
+            return try (answer?["log"] as? [[String: Any]] ?? []).compactMap { entry in
+                guard let type = entry["event"] as? String, let data = entry["data"] else { return nil }
+                return (type, String(decoding: try JSONSerialization.data(withJSONObject: data), as: UTF8.self))
+            }
+        }
     }
 
     /// Follows the stream of `created` to `end`, reconnecting with the last id.
     static func follow(client: DaemonClient, created: Created, options: BatchOptions,
                        continuation: AsyncThrowingStream<BatchEvent, any Error>.Continuation) async throws {
-        var lastEventID: String?
+        var lastEventID = created.lastEventId.flatMap { $0 > 0 ? String($0) : nil }
         var retry = Duration.seconds(1)
         var lastHeard = ContinuousClock.now
         while true {

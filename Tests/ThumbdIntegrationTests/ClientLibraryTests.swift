@@ -56,6 +56,34 @@ struct ClientLibraryTests {
         }
     }
 
+    @Test("a batch of cached items comes whole from its POST's answer: the same events, no event stream opened")
+    func warmBatch() async throws {
+        try await withOriginAndDaemon { origin, daemon in
+            let items = [BatchItem(url: origin.url("/img/lib-w1.jpg"), id: "w1"), BatchItem(url: origin.url("/img/lib-w2.jpg"), id: "w2")]
+            let options = BatchOptions(thumbnail: ThumbnailOptions(w: 24, format: "png"))
+            var cold: [BatchEvent] = []
+            for try await event in Self.client(daemon).batch(items, options) { cold.append(event) }
+            #expect(cold.filter { if case .done = $0 { true } else { false } }.count == 2)
+            // The cold batch's stream is counted once it has closed (at most 1 s after end).
+            #expect(try await eventually(10) { try await Self.eventStreamsAnswered(daemon) == 1 })
+            var warm: [BatchEvent] = []
+            for try await event in Self.client(daemon).batch(items, options) { warm.append(event) }
+            let done = warm.compactMap { if case .done(let done) = $0 { done } else { nil } }
+            #expect(done.count == 2 && done.allSatisfy { ["hit", "coalesced"].contains($0.cache) })
+            guard case .end(let end) = warm.last else { Issue.record("last: \(String(describing: warm.last))"); return }
+            #expect(end.done == 2)
+            // A stream the warm batch opened would be counted within 1 s of its end.
+            #expect(try await eventually(2) { try await Self.eventStreamsAnswered(daemon) > 1 } == false)
+        }
+    }
+
+    /// How many `GET /batches/<id>/events` the daemon has answered (its metrics).
+    static func eventStreamsAnswered(_ daemon: TestDaemon) async throws -> Int {
+        let text = try await request(daemon.port, "/metrics").text
+        return text.split(separator: "\n").filter { $0.hasPrefix("thumbd_http_requests_total{route=\"/batches/{id}/events\"") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
+    }
+
     @Test("cancelling the task that follows a batch cancels the batch on the daemon; focus reaches it")
     func cancelled() async throws {
         try await withOriginAndDaemon { origin, daemon in
