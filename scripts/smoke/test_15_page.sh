@@ -2,7 +2,8 @@
 # thumbd's page in headless Chromium over the DevTools protocol (scripts/pagetest.py): tiles
 # sized from the laid-out grid and asked again when they grow, file names as captions, a
 # tile that fails after done marked failed, signing on, a restart under an open page, and
-# focus sent once the user scrolls (not repeated for the screen the POST named).
+# focus sent once the user scrolls (not repeated for the screen the POST named), and a warm
+# grid filled from its POST's answer alone.
 source "$(dirname "$0")/lib.sh"
 command -v chromium >/dev/null || fail "chromium is not installed (scripts/test installs it)"
 start_origin
