@@ -14,9 +14,9 @@ extension ClientModule {
     // devicePixelRatio, in the best format this browser takes, with a tiny preview to paint
     // at once; and the ones on screen now are named in the POST, so they come first.
     tiles = urls.map((url) => tile({ url }));
-    // Measured once the grid has settled (two frames: the scrollbar the tiles bring, the
-    // fonts), not right after the tiles were added; 50 ms at most (a hidden tab has no frames).
-    await new Promise((resolve) => { requestAnimationFrame(() => requestAnimationFrame(resolve)); setTimeout(resolve, 50); });
+    // Measured now: reading the layout lays the tiles out (the scrollbar they bring
+    // included), so the POST need not wait for frames; tiles that grow later are asked
+    // again (the sizer).
     side = measure() || 256; grid.dataset.side = side; grid.dataset.asked = side;
     const onScreen = new Set(tiles.map((el, i) => [el.getBoundingClientRect(), i])
       .filter(([r]) => r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth).map(([, i]) => i));
