@@ -65,6 +65,20 @@ struct EventLogTests {
         #expect(JSONText.quote("a\u{01}") == "\"a\\u0001\"")
     }
 
+    @Test("readable: each event's name and JSON as appended, in order; within a byte limit, the first ones that fit")
+    func readable() {
+        let log = EventLog()
+        log.append("done", "{\"index\":0}")
+        log.append("x", "a\nb")
+        log.append("end", "{}")
+        let all = log.readable()
+        #expect(all.map(\.id) == [1, 2, 3] && all.map(\.name) == ["done", "x", "end"] && all.map(\.json) == ["{\"index\":0}", "a\nb", "{}"])
+        let first = EventLog.frame(id: 1, "done", "{\"index\":0}").count
+        #expect(log.readable(upTo: first).map(\.id) == [1])
+        #expect(log.readable(upTo: first - 1).isEmpty)
+        #expect(log.readable(upTo: first + EventLog.frame(id: 2, "x", "a\nb").count).map(\.id) == [1, 2])
+    }
+
     @Test("framing keeps empty lines, a trailing newline and non-ASCII text as they are")
     func framingEdges() {
         #expect(String(decoding: EventLog.frame(id: 7, "x", ""), as: UTF8.self) == "id: 7\nevent: x\ndata: \n\n")

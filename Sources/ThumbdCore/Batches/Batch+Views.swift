@@ -43,7 +43,7 @@ extension Batch {
         }
         var logged = ""
         if withLog {
-            let events = log.readable()
+            let events = log.readable(upTo: Self.answerLogBytes)
             let rendered = events.map { #"{"id":\#($0.id),"event":"\#($0.name)","data":\#($0.json)}"# }
             logged = #","log":[\#(rendered.joined(separator: ","))],"lastEventId":\#(events.last?.id ?? 0)"#
         }
@@ -51,6 +51,11 @@ extension Batch {
             {"id":"\(id)","events":"/batches/\(id)/events","items":[\(items.joined(separator: ","))]\(logged)}\n
             """
     }
+
+    /// The most event text a 201 carries: a warm grid of 120 inline tiles is about 0.4 MB; a
+    /// batch of 1000 items of 16 KB tiles would be 22 MB, copied for the answer while the
+    /// stream sends the same from the log. Past it, the client reads the rest from the stream.
+    static let answerLogBytes = 4 << 20
 
     static func json(_ text: String?) -> String { text.map(JSONText.quote) ?? "null" }
 }

@@ -118,8 +118,16 @@ package final class EventLog: Sendable {
     /// Every event a subscriber could read now, as its id, name and JSON: what a new batch's
     /// 201 carries, so that a client has the events already there (a warm grid: all of them,
     /// `end` included) without reading them again from the stream.
-    func readable() -> [(id: Int, name: String, json: String)] {
-        let events = state.withLock { state in state.events.prefix { $0.id < state.visibleBelow } }
+    /// At most `limit` bytes of event text: the first events that fit (a client reads the
+    /// rest from the stream, after the last one given).
+    func readable(upTo limit: Int = .max) -> [(id: Int, name: String, json: String)] {
+        let events = state.withLock { state in
+            var bytes = 0
+            return state.events.prefix { event in
+                bytes += event.text.count
+                return event.id < state.visibleBelow && bytes <= limit
+            }
+        }
         return events.map { event in
             // The framing undone, on bytes: "id: N", "event: NAME", each "data: …", "", "".
             let lines = event.text.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
