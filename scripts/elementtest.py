@@ -7,6 +7,8 @@ started:
    every element fires load (a 404 fires error); half replaced by a re-render asks nothing
    again; elements added after the batch ended go into a new one;
 2. scrolling away cancels the tiles still downloading, and scrolling back asks them again;
+   a page scrolled while its batch's POST is still unanswered names its new screen once the
+   answer comes;
 3. a daemon restarted under the page: its stream resumes, no tile is lost;
 4. openBatch: typed events in order as an async iterator, and an AbortSignal that cancels
    the batch on the daemon; /thumbd.d.ts declares every export of the module;
@@ -166,6 +168,49 @@ def scrolling(browser):
     with_page("scrolling", elements, {}, scene)
 
 
+def scrolled_before_answer(browser):
+    """a page scrolled while its POST is unanswered names the new screen as soon as the answer comes"""
+    tag = "sb%d" % os.getpid()
+    urls = ["%s/gate/%s-%d" % (origin, tag, i) for i in range(60)]
+    elements = [{"src": u, "width": 300, "height": 200} for u in urls]
+    held = []
+
+    def hold(event):
+        # The batch's POST is held (its CORS preflight goes on) until the page has scrolled.
+        if event["method"] == "Fetch.requestPaused":
+            if event["params"]["request"]["method"] == "POST":
+                held.append(event["params"]["requestId"])
+            else:
+                browser.ws.send(json.dumps({"id": 3 * 10 ** 6 + len(held), "method": "Fetch.continueRequest",
+                                            "params": {"requestId": event["params"]["requestId"]}}))
+
+    def scene(daemon, page):
+        browser.call("Fetch.enable", patterns=[{"urlPattern": "*/batches", "requestStage": "Request"}])
+        try:
+            browser.call("Page.navigate", url=page)
+            wait(browser, "true", on_event=hold)
+            deadline = 0
+            while not held and deadline < 100:
+                wait(browser, "true", on_event=hold)
+                deadline += 1
+            check(held, "the batch's POST was not sent")
+            browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+            screen = wait(browser, "(() => { const v = visible(); return v.length && !v.includes(0) && v; })()", on_event=hold)
+            # Two frames: the elements' observer has seen the new screen, with the POST unanswered.
+            browser.call("Runtime.evaluate", awaitPromise=True, expression=(
+                "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 200))))"))
+            browser.call("Fetch.continueRequest", requestId=held[0])
+            told = wait(browser, "(() => { const f = asked.filter(([m, p]) => p.endsWith('/focus')); return f.length && JSON.parse(f[f.length - 1][2]).items; })()",
+                        seconds=10, on_event=hold, say="JSON.stringify(asked.map(([m, p]) => p))")
+            check(sorted(told) == sorted(screen), "focus named %s, the screen is %s" % (told, screen))
+        finally:
+            browser.call("Fetch.disable")
+            for i in range(60):
+                urllib.request.urlopen("%s/__release/%s-%d" % (origin, tag, i)).read()
+
+    with_page("scrolled", elements, {}, scene)
+
+
 def restart(browser):
     """a daemon restarted under an open page of elements: the stream resumes and no tile is lost"""
     tag = "rs%d" % os.getpid()
@@ -271,6 +316,6 @@ def signed_and_presets(browser):
                                   "THUMBD_THUMBNAILS_ONLY_PRESETS": "true"}, preset_scene)
 
 
-for test in (elements_scene, scrolling, restart, open_batch, signed_and_presets):
+for test in (elements_scene, scrolling, scrolled_before_answer, restart, open_batch, signed_and_presets):
     scenarios.run(test)
 scenarios.finish()

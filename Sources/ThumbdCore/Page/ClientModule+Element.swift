@@ -32,11 +32,13 @@ class Hub {
     this.flushing = Promise.resolve();
     this.scheduled = false;
     this.visible = new Set();
+    this.reported = new WeakSet();  // elements the observer has reported at least once
     this.told = "";
     this.timer = 0;
     this.again = false;
     this.observer = new IntersectionObserver((entries) => {
       for (const e of entries) {
+        this.reported.add(e.target);
         if (!e.isIntersecting) { this.visible.delete(e.target); continue; }
         this.visible.add(e.target);
         // Cancelled off screen by a batch that has ended since (it starts nothing again): asked anew.
@@ -104,6 +106,7 @@ class Hub {
       try {
         const added = await this.batch.add(items, { focus });
         added.forEach((item, i) => this.bind(records[i], this.batch, item.index));
+        this.tellLate(records);
         return;
       } catch (e) {
         if (e.error !== "batch_ended") { records.forEach((r) => this.settle(r, "failed", e)); return; }
@@ -124,6 +127,7 @@ class Hub {
     try {
       await batch.opened;
       records.forEach((r, i) => this.bind(r, batch, i));
+      this.tellLate(records);
     } catch (e) {
       records.forEach((r) => this.settle(r, "failed", e));
     }
@@ -159,6 +163,13 @@ class Hub {
       this.timer = setTimeout(next, 100);
     };
     this.timer = setTimeout(next, 100);
+  }
+
+  // The screen may have changed while these records' POST was out (the page scrolled at
+  // once): the observer's reports then found nothing to tell, so the screen now is told.
+  // An element not reported yet will be, and its report tells.
+  tellLate(records) {
+    if (records.every((r) => [...r.elements].every((el) => this.reported.has(el)))) this.screenChanged();
   }
 
   tell() {
