@@ -39,7 +39,19 @@ public final class CacheStore: Sendable {
     let writerQueue = DispatchQueue(label: "thumbd.store.writer")
     /// Work for the writer queue, in the order it was asked for (see `drainMailbox`).
     let mailbox = Mutex(WriterMailbox())
-    let writer: WriterState
+    /// The writer, the file lock and the space reserve: set by `open()`.
+    private let opened = Slot<Opened>()
+    private struct Opened: Sendable {
+        let writer: WriterState
+        let lock: FileLock
+        let reserve: SpaceReserve
+    }
+    var writer: WriterState { openedParts.writer }
+    var reserve: SpaceReserve { openedParts.reserve }
+    private var openedParts: Opened {
+        guard let opened = opened.value else { preconditionFailure("the cache store is used before open()") }
+        return opened
+    }
     let readers = Mutex<[ReadConnection]>([])
     let pendingAccess = Mutex<[String: Int64]>([:])
     let closed = Mutex(false)
@@ -51,7 +63,6 @@ public final class CacheStore: Sendable {
     let writeFailure = Mutex<WriteFailure?>(nil)
     let failureLog = RateLimitedLog(linesPerWindow: 1, window: .seconds(30))
     let failedWrites = Atomic<Int>(0)
-    let reserve: SpaceReserve
     /// The writer's totals as of its last operation, so that reading them (`/stats`) never
     /// waits behind a write.
     let published = Mutex(Statistics(objects: 0, bytes: 0, evictions: 0))
@@ -63,19 +74,32 @@ public final class CacheStore: Sendable {
         public var count: Int
     }
 
-    /// One daemon per file: held from the open to `close()`.
-    let lock: FileLock
-
-    public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) throws {
+    /// A store of this file, not open yet (`open()`): building one touches no file, so a
+    /// daemon can build its parts first and start them in order.
+    public init(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) {
         self.configuration = configuration
         self.logger = logger
         self.hot = HotCache(capacityBytes: configuration.memoryBytes)
+    }
+
+    /// A store of this file, opened.
+    public static func open(configuration: Configuration, logger: Logger = Logger(label: "thumbd.store")) throws -> CacheStore {
+        let store = CacheStore(configuration: configuration, logger: logger)
+        try store.open()
+        return store
+    }
+
+    /// Opens the file (made if missing), takes its lock (one daemon per file: held until
+    /// `close()`), and starts the writer; once. A damaged file is moved aside and the store
+    /// starts empty.
+    public func open() throws {
+        guard opened.value == nil, !closed.withLock({ $0 }) else { return }
         let directory = (configuration.path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             try Self.makeDirectory(directory)
         }
         let lock = try FileLock(databasePath: configuration.path)
-        self.lock = lock
+        let writer: WriterState
         do {
             do {
                 writer = try Self.startWriter(configuration.path, keys: keys, hot: hot, queue: writerQueue)
@@ -92,7 +116,8 @@ public final class CacheStore: Sendable {
             lock.release()
             throw error
         }
-        reserve = SpaceReserve(databasePath: configuration.path)
+        let reserve = SpaceReserve(databasePath: configuration.path)
+        opened.set(Opened(writer: writer, lock: lock, reserve: reserve))
         writerQueue.sync { reserve.ensure() }
         writerQueue.sync { publishStatistics() }
         let timer = DispatchSource.makeTimerSource(queue: writerQueue)
@@ -187,7 +212,8 @@ public final class CacheStore: Sendable {
             defer { value = true }
             return value
         }
-        guard !wasClosed else { return }
+        guard !wasClosed, let opened = opened.value else { return }
+        let writer = opened.writer
         let pool = readers.withLock { pool in
             defer { pool.removeAll() }
             return pool
@@ -200,7 +226,7 @@ public final class CacheStore: Sendable {
             writer.checkpoint()
             writer.close()
         }
-        lock.release()
+        opened.lock.release()
     }
 
     // MARK: Internals

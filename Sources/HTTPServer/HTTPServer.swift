@@ -38,14 +38,37 @@ public final class HTTPServer: Sendable {
         public init(listen: ListenAddress = .loopback8080) { self.listen = listen }
     }
 
-    private let core: ServerCore
-    private let daemon: DaemonPointer
-    private let loggerBox: LoggerPointer
+    private let configuration: Configuration
+    private let handler: any HTTPHandler
+    private let logger: Logger
+    /// Set once by `start()`, read by the rest; nil before it.
+    private let running = Slot<Running>()
     private let stopped = Mutex(false)
-    /// The port actually bound (useful with port 0).
-    public let port: UInt16
 
-    public init(configuration: Configuration, handler: any HTTPHandler, logger: Logger) throws(HTTPServerError) {
+    /// What a started server holds: its core, libmicrohttpd's daemon, the logger handed to
+    /// it, and the port bound.
+    private struct Running: Sendable {
+        let core: ServerCore
+        let daemon: DaemonPointer
+        let loggerBox: LoggerPointer
+        let port: UInt16
+    }
+
+    /// The port actually bound (useful with port 0); 0 before `start()`.
+    public var port: UInt16 { running.value?.port ?? 0 }
+
+    /// A server that listens once started (`start()`): building one binds nothing and
+    /// starts no thread, so a daemon can build its parts first and start them in order.
+    public init(configuration: Configuration, handler: any HTTPHandler, logger: Logger) {
+        self.configuration = configuration
+        self.handler = handler
+        self.logger = logger
+    }
+
+    /// Binds the listen address and starts libmicrohttpd's threads; once. Throws when the
+    /// address cannot be bound (nothing is left running then).
+    public func start() throws(HTTPServerError) {
+        guard running.value == nil, !stopped.withLock({ $0 }) else { return }
         let address = configuration.listen
         let core = ServerCore(handler: handler, configuration: configuration, logger: logger)
         let retainedCore = Unmanaged.passRetained(core)  // released in stop(), after MHD has stopped
@@ -53,6 +76,7 @@ public final class HTTPServer: Sendable {
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue | MHD_USE_TURBO.rawValue
         if address.ip.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        let configuration = configuration
         let started: OpaquePointer? = address.ip.withSocketAddress(port: address.port) { socketAddress, _ in
             thumbd_mhd_start(
                 flags, socketAddress, accessHandler, retainedCore.toOpaque(),
@@ -70,10 +94,8 @@ public final class HTTPServer: Sendable {
             core.connections.stop()
             throw .listenFailed(address: address.description, reason: reason)
         }
-        self.core = core
-        self.daemon = DaemonPointer(raw: started)
-        self.loggerBox = loggerBox
-        self.port = thumbd_mhd_bind_port(started)
+        running.set(Running(core: core, daemon: DaemonPointer(raw: started), loggerBox: loggerBox,
+                            port: thumbd_mhd_bind_port(started)))
     }
 
     /// Refuses new connections (503 shutting_down, then closed) and new suspensions;
@@ -86,6 +108,7 @@ public final class HTTPServer: Sendable {
     /// batch tests). The listen socket stays open until `stop()`, and whoever connects
     /// meanwhile is answered at once and never suspended.
     public func stopAccepting() {
+        guard let core = running.value?.core else { return }
         core.refuseSuspensions()
         core.connections.refuseNewConnections()
     }
@@ -93,29 +116,31 @@ public final class HTTPServer: Sendable {
     /// Waits until no connection is suspended and every answered request has completed, or
     /// the timeout passes. Returns true when idle.
     public func waitUntilIdle(timeout: Duration) -> Bool {
-        core.wait(until: .idle, timeout: timeout)
+        running.value?.core.wait(until: .idle, timeout: timeout) ?? true
     }
 
-    /// Stops the daemon. Call after every suspended connection was resumed: libmicrohttpd
-    /// aborts the process if one is still suspended.
+    /// Stops the daemon (nothing to do if it never started; once stopped it does not start
+    /// again). Call after every suspended connection was resumed: libmicrohttpd aborts the
+    /// process if one is still suspended.
     public func stop() {
         let first = stopped.withLock { value in
             defer { value = true }
             return !value
         }
-        guard first else { return }
+        guard first, let running = running.value else { return }
+        let core = running.core
         core.refuseSuspensions()
         if !core.wait(until: .noneSuspended, timeout: .seconds(10)) {
             core.logger.critical("server.stop with suspended connections left; they are dropped")
         }
-        MHD_stop_daemon(daemon.raw)
+        MHD_stop_daemon(running.daemon.raw)
         core.watcher.stop()
         core.connections.stop()
         Unmanaged.passUnretained(core).release()  // the retain handed to MHD as `cls`
-        loggerBox.free()
+        running.loggerBox.free()
     }
 
-    public var suspendedConnections: Int { core.suspendedCount }
+    public var suspendedConnections: Int { running.value?.core.suspendedCount ?? 0 }
 }
 
 /// What the server could not do.

@@ -11,8 +11,11 @@ import Synchronization
 /// them: in a soak, `malloc_trim` took back 6 to 11 MB each time it was called by hand.
 /// `malloc_trim(0)` releases every whole free page of every arena (`madvise`), keeping
 /// the address space, so a page used again costs one page fault.
-package final class FreeMemory: @unchecked Sendable {  // the timer, a Dispatch source, is thread-safe (set up once, cancelled once); the count is atomic
-    private let timer: any DispatchSourceTimer
+package final class FreeMemory: Sendable {
+    private let interval: Duration
+    /// From `start()` to `stop()`: a Dispatch source, set up once and cancelled once.
+    private let timer = Mutex<(any DispatchSourceTimer)?>(nil)
+    private let stopped = Atomic<Bool>(false)
     private let runs = Runs()
 
     private final class Runs: Sendable {
@@ -22,19 +25,29 @@ package final class FreeMemory: @unchecked Sendable {  // the timer, a Dispatch 
     /// How many times the timer has returned the free memory so far.
     package var timesRun: Int { runs.count.load(ordering: .relaxed) }
 
-    /// Starts returning free memory every `interval`, on a queue of its own: a global queue
-    /// runs as many items at once as there are cores, so blocking work there (the tests' socket
-    /// reads, for one) could hold the timer back for as long as it blocks.
+    /// Returns free memory every `interval` once started (`start()`).
     package init(every interval: Duration) {
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.free-memory", qos: .utility))
-        timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval,
-                       leeway: .milliseconds(100))
-        self.timer = timer
-        timer.setEventHandler { [runs] in
-            Self.returnNow()
-            runs.count.add(1, ordering: .relaxed)
+        self.interval = interval
+    }
+
+    /// Starts the timer, on a queue of its own: a global queue runs as many items at once as
+    /// there are cores, so blocking work there (the tests' socket reads, for one) could hold
+    /// the timer back for as long as it blocks. Once, and not after `stop()`.
+    package func start() {
+        let interval = interval
+        let runs = runs
+        timer.withLock { timer in
+            guard timer == nil, !stopped.load(ordering: .acquiring) else { return }
+            let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.free-memory", qos: .utility))
+            source.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval,
+                            leeway: .milliseconds(100))
+            source.setEventHandler {
+                Self.returnNow()
+                runs.count.add(1, ordering: .relaxed)
+            }
+            source.resume()
+            timer = source
         }
-        timer.resume()
     }
 
     /// Returns the free memory now. Whether any was given back.
@@ -44,7 +57,10 @@ package final class FreeMemory: @unchecked Sendable {  // the timer, a Dispatch 
     }
 
     /// Stops the timer (a call in progress finishes).
-    package func stop() { timer.cancel() }
+    package func stop() {
+        stopped.store(true, ordering: .releasing)
+        timer.withLock { $0?.cancel() }
+    }
 
-    deinit { timer.cancel() }
+    deinit { timer.withLock { $0?.cancel() } }
 }

@@ -73,6 +73,8 @@ public final class TransferLoop: Sendable {
     /// Transfers running and waiting, as of the loop's last turn.
     private let published = Mutex(Load(running: 0, queued: 0))
     private let finished = DispatchSemaphore(value: 0)
+    /// What the loop's thread needs, until `start()` hands it over.
+    private let unstarted: Mutex<LoopState?>
     private let running = Mutex(true)
 
     /// A loop of its own, with a budget of its own (`TransferLoops` gives its loops one).
@@ -86,9 +88,14 @@ public final class TransferLoop: Sendable {
         let multi = MultiHandle(maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                                 keptConnections: configuration.maxConcurrent)
         self.multi = multi
+        unstarted = Mutex(LoopState(multi: multi, configuration: configuration, budget: budget, logger: logger))
         outstanding.withLock { $0.capacity = Self.capacity(configuration) }
         budget.wake(multi)
-        let state = LoopState(multi: multi, configuration: configuration, budget: budget, logger: logger)
+    }
+
+    /// Starts the loop's thread; once. Jobs submitted before wait in its inbox until then.
+    public func start() {
+        guard let state = unstarted.withLock({ state in defer { state = nil }; return state }) else { return }
         let thread = Thread { [self] in
             ThreadName.set("thumbd-fetch")
             state.onFinished = { [self] in outstanding.withLock { $0.count -= 1 } }
@@ -144,6 +151,9 @@ public final class TransferLoop: Sendable {
             return value
         }
         guard wasRunning else { return }
+        // A loop never started still has its thread end what was queued, the one way a
+        // shutdown answers waiters.
+        start()
         send(.stop)
         finished.wait()
         budget.stopWaking(multi)  // before its eventfd closes

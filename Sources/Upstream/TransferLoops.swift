@@ -100,4 +100,9 @@ public final class TransferLoops: Sendable {
     public func shutdown() {
         for loop in loops { loop.shutdown() }
     }
+
+    /// Starts every loop's thread (jobs submitted before wait until then); once.
+    public func start() {
+        for loop in loops { loop.start() }
+    }
 }

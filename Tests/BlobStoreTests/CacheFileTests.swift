@@ -27,7 +27,7 @@ struct CacheFileTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let configuration = CacheStore.Configuration(path: directory.appendingPathComponent("cache.sqlite").path)
         do {
-            let store = try CacheStore(configuration: configuration)
+            let store = try CacheStore.open(configuration: configuration)
             try await store.insert(CacheStoreTests.object("a"))
             store.close()
         }
@@ -37,9 +37,9 @@ struct CacheFileTests {
             try db.execute("PRAGMA user_version = \(newer)")
             db.close()
         }
-        #expect(throws: CacheStore.NewerSchema.self) { try CacheStore(configuration: configuration) }
+        #expect(throws: CacheStore.NewerSchema.self) { try CacheStore.open(configuration: configuration) }
         do {
-            _ = try CacheStore(configuration: configuration)
+            _ = try CacheStore.open(configuration: configuration)
         } catch let error as CacheStore.NewerSchema {
             #expect(error.description.contains("newer thumbd") && error.description.contains("\(newer)"))
         }
@@ -62,7 +62,7 @@ struct CacheFileTests {
         }
         try Data("old".utf8).write(to: URL(fileURLWithPath: "\(path).damaged-20240101T000000Z-wal"))
         try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
-        let store = try CacheStore(configuration: CacheStore.Configuration(path: path))
+        let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
         store.close()
         let kept = CacheStore.damagedCopies(of: path).map { ($0 as NSString).lastPathComponent }
         #expect(kept.count == CacheStore.damagedCopiesKept)
@@ -77,14 +77,14 @@ struct CacheFileTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("cache.sqlite").path
         let copy = directory.appendingPathComponent("backup.sqlite").path
-        let store = try CacheStore(configuration: CacheStore.Configuration(path: path))
+        let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
         for index in 0..<20 { try await store.insert(CacheStoreTests.object("k\(index)", size: 1000)) }
         let size = try CacheStore.backup(path: path, to: copy)
         #expect(size > 20 * 1000)
         try await store.insert(CacheStoreTests.object("after", size: 10))  // the store goes on writing
         #expect(throws: CacheStore.SetupError.self) { try CacheStore.backup(path: path, to: copy) }  // never over a file
         store.close()
-        let restored = try CacheStore(configuration: CacheStore.Configuration(path: copy))
+        let restored = try CacheStore.open(configuration: CacheStore.Configuration(path: copy))
         defer { restored.close() }
         #expect(restored.statistics().objects == 20)
         #expect(try restored.lookup("k7") == CacheStoreTests.object("k7", size: 1000))
@@ -97,7 +97,7 @@ struct CacheFileTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("cache.sqlite").path
         do {
-            let store = try CacheStore(configuration: CacheStore.Configuration(path: path))
+            let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
             for index in 0..<40 { try await store.insert(CacheStoreTests.object("k\(index)", size: 50_000)) }
             #expect(throws: FileLock.Held.self) { try CacheStore.compact(path: path) }
             for index in 1..<40 { _ = try store.purge("k\(index)") }
@@ -106,7 +106,7 @@ struct CacheFileTests {
         let done = try CacheStore.compact(path: path)
         #expect(done.before > 40 * 50_000)
         #expect(done.after < 200_000)
-        let store = try CacheStore(configuration: CacheStore.Configuration(path: path))
+        let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
         defer { store.close() }
         #expect(store.statistics().objects == 1)
         #expect(try store.lookup("k0") == CacheStoreTests.object("k0", size: 50_000))

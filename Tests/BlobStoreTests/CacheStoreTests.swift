@@ -14,7 +14,7 @@ struct CacheStoreTests {
         var configuration = CacheStore.Configuration(path: directory.appendingPathComponent("sub/cache.sqlite").path)
         configuration.maxBytes = maxBytes
         configuration.accessFlushMilliseconds = 10
-        let store = try CacheStore(configuration: configuration)
+        let store = try CacheStore.open(configuration: configuration)
         defer { store.close() }
         try await body(store, configuration)
     }
@@ -35,7 +35,7 @@ struct CacheStoreTests {
             #expect(try store.lookup("a")?.body.array == [UInt8](repeating: 9, count: 50))
             #expect(store.statistics() == .init(objects: 1, bytes: 50, evictions: 0))
             store.close()
-            let reopened = try CacheStore(configuration: configuration)
+            let reopened = try CacheStore.open(configuration: configuration)
             defer { reopened.close() }
             #expect(try reopened.lookup("a")?.body.count == 50)
             #expect(reopened.statistics().bytes == 50)

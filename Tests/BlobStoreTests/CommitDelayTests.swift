@@ -41,7 +41,7 @@ struct CommitDelayTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = CacheStore.Configuration(path: directory.appendingPathComponent("cache.sqlite").path)
         configuration.commitDelayMilliseconds = 2000
-        let store = try CacheStore(configuration: configuration)
+        let store = try CacheStore.open(configuration: configuration)
         defer { store.close() }
         let before = store.commits
         let done = DispatchGroup()

@@ -19,7 +19,7 @@ struct GroupCommitTests {
 
         init() throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-group-\(UUID().uuidString)")
-            store = try CacheStore(configuration: .init(path: directory.appendingPathComponent("cache.sqlite").path))
+            store = try CacheStore.open(configuration: .init(path: directory.appendingPathComponent("cache.sqlite").path))
             commitsBefore = store.commits
             let holding = DispatchSemaphore(value: 0)
             store.purge("nothing") { [gate] _ in

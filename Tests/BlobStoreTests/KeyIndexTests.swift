@@ -29,7 +29,7 @@ struct KeyIndexTests {
         var configuration = CacheStore.Configuration(path: directory.appendingPathComponent("cache.sqlite").path)
         configuration.memoryBytes = 0  // every lookup past the index goes to SQLite
         configuration.maxBytes = 1000
-        let store = try CacheStore(configuration: configuration)
+        let store = try CacheStore.open(configuration: configuration)
         try await store.insert(CacheStoreTests.object("a", size: 300))
         try await store.insert(CacheStoreTests.object("a", size: 200))  // replaced: still one row
         try await store.insert(CacheStoreTests.object("b", size: 300))
@@ -43,7 +43,7 @@ struct KeyIndexTests {
         #expect(try store.lookup("a") == nil)
         #expect(try store.lookup("d") != nil)
         store.close()
-        let reopened = try CacheStore(configuration: configuration)
+        let reopened = try CacheStore.open(configuration: configuration)
         defer { reopened.close() }
         #expect(try reopened.lookup("d") != nil)
         #expect(try reopened.lookup("a") == nil)
@@ -55,7 +55,7 @@ struct KeyIndexTests {
     func oneDaemonPerFile() async throws {
         try await CacheStoreTests.withStore { store, configuration in
             do {
-                let second = try CacheStore(configuration: configuration)
+                let second = try CacheStore.open(configuration: configuration)
                 second.close()
                 Issue.record("a second store opened the same file")
             } catch let error as FileLock.Held {
@@ -63,7 +63,7 @@ struct KeyIndexTests {
                 #expect(error.description.contains("pid \(getpid())"))
             }
             store.close()
-            let again = try CacheStore(configuration: configuration)
+            let again = try CacheStore.open(configuration: configuration)
             again.close()
         }
     }
@@ -91,7 +91,7 @@ struct KeyIndexTests {
         let path = directory.appendingPathComponent("cache.sqlite").path
         let garbage = Data(repeating: 0x5A, count: 8192)
         try garbage.write(to: URL(fileURLWithPath: path))
-        let store = try CacheStore(configuration: CacheStore.Configuration(path: path))
+        let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
         defer { store.close() }
         #expect(store.statistics().objects == 0)
         try await store.insert(CacheStoreTests.object("a"))
@@ -107,7 +107,7 @@ struct KeyIndexTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let configuration = CacheStore.Configuration(path: directory.appendingPathComponent("cache.sqlite").path)
         do {
-            let store = try CacheStore(configuration: configuration)
+            let store = try CacheStore.open(configuration: configuration)
             for index in 0..<400 { try await store.insert(CacheStoreTests.object("key-\(index)-" + String(repeating: "k", count: 200), size: 10)) }
             store.close()  // checkpointed: everything is in the main file
         }
@@ -120,7 +120,7 @@ struct KeyIndexTests {
         try handle.seek(toOffset: 2 * page)
         try handle.write(contentsOf: Data(repeating: 0xA5, count: Int(size - 2 * page)))
         try handle.close()
-        let store = try CacheStore(configuration: configuration)
+        let store = try CacheStore.open(configuration: configuration)
         defer { store.close() }
         #expect(store.statistics().objects == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasPrefix("cache.sqlite.damaged-") })

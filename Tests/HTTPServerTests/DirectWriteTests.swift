@@ -63,8 +63,9 @@ struct DirectWriteTests {
     @Test("two producers waking one stream at once: every line arrives once, each producer's in order")
     func racingWakes() async throws {
         let handler = Handler()
-        let server = try HTTPServer(configuration: .init(listen: try ListenAddress(parsing: "127.0.0.1:0")), handler: handler,
-                                    logger: Logger(label: "test"))
+        let server = HTTPServer(configuration: .init(listen: try ListenAddress(parsing: "127.0.0.1:0")), handler: handler,
+                                logger: Logger(label: "test"))
+        try server.start()
         defer { server.stop() }
         let connection = try HTTPConnection(address: .v4(0x7F00_0001), port: server.port, timeoutSeconds: 10)
         defer { connection.close() }

@@ -71,7 +71,8 @@ struct HTTPServerTests {
         var configuration = HTTPServer.Configuration(listen: try ListenAddress(parsing: "127.0.0.1:0"))
         configure(&configuration)
         let handler = Echo()
-        let server = try HTTPServer(configuration: configuration, handler: handler, logger: Logger(label: "test"))
+        let server = HTTPServer(configuration: configuration, handler: handler, logger: Logger(label: "test"))
+        try server.start()
         defer { server.stop() }
         try await body(server, handler)
     }
@@ -191,11 +192,14 @@ struct HTTPServerTests {
         #expect(throws: HTTPServerError.badListenAddress("127.0.0.1")) { try ListenAddress(parsing: "127.0.0.1") }
         #expect(try ListenAddress(parsing: "[::1]:8080").ip == IPAddress("::1"))
         #expect(try ListenAddress(parsing: "localhost:8080").host == "127.0.0.1")
-        let first = try HTTPServer(configuration: .init(listen: ListenAddress(parsing: "127.0.0.1:0")), handler: Echo(), logger: Logger(label: "test"))
+        let first = HTTPServer(configuration: .init(listen: try ListenAddress(parsing: "127.0.0.1:0")), handler: Echo(), logger: Logger(label: "test"))
+        #expect(first.port == 0)  // built, not bound: a daemon builds its parts before it starts them
+        try first.start()
         defer { first.stop() }
         let taken = try ListenAddress(parsing: "127.0.0.1:\(first.port)")
+        let second = HTTPServer(configuration: .init(listen: taken), handler: Echo(), logger: Logger(label: "test"))
         #expect {
-            try HTTPServer(configuration: .init(listen: taken), handler: Echo(), logger: Logger(label: "test"))
+            try second.start()
         } throws: { error in
             if case HTTPServerError.listenFailed = error { true } else { false }
         }

@@ -90,6 +90,7 @@ struct FreeMemoryTests {
             let hole = Hole.resident()
             let before = hole.resident
             let freeMemory = FreeMemory(every: .milliseconds(50))
+            freeMemory.start()
             let deadline = ContinuousClock.now + .seconds(3)
             while hole.resident >= 0.1 || freeMemory.timesRun == 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))

@@ -28,13 +28,14 @@ struct BatchJournalTests {
     func appendNeverWaitsForTheStore() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-journal-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try CacheStore(configuration: .init(path: directory.appendingPathComponent("cache.sqlite").path))
+        let store = try CacheStore.open(configuration: .init(path: directory.appendingPathComponent("cache.sqlite").path))
         defer { store.close() }
         let stall = DispatchSemaphore(value: 0)
         store.journalWrite("test.stall") { _ in stall.wait() }  // the writer is held: a slow or full disk
         var released = false
         defer { if !released { stall.signal() } }
         let delivery = Delivery(lanes: 1)
+        delivery.start()
         defer { delivery.stop() }
         let journal = BatchJournal.new(id: "b", store: store)
         let batch = Batch(id: "b", items: [(clientID: nil, url: "http://127.0.0.1:1/a.jpg")],

@@ -20,6 +20,7 @@ struct DeliveryTests {
     @Test("a subscriber is woken on a delivery lane, never on the producer's thread")
     func oneWriterPerStream() {
         let delivery = Delivery(lanes: 2)
+        delivery.start()
         defer { delivery.stop() }
         let log = EventLog()
         let recorders = (0..<4).map { _ in ThreadRecorder() }

@@ -125,12 +125,12 @@ struct ShutdownTests {
         try await withOriginAndDaemon { origin, daemon in
             let services = daemon.thumbd.services
             #expect(services.map(\.description) == [
-                "store", "memory trimmer", "event delivery", "http servers", "event streams", "processing", "transfers", "intake",
+                "store", "memory trimmer", "event delivery", "http server", "event streams", "processing", "transfers", "intake",
             ])
             let log = InMemoryLogHandler()
             var logger = Logger(label: "test.group") { _ in log }
             logger.logLevel = .debug
-            let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+            let group = daemon.thumbd.serviceGroup(logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let waiting = try RawConnection(port: daemon.port)
@@ -147,24 +147,37 @@ struct ShutdownTests {
         }
     }
 
-    @Test("a start that fails part way stops what it started through the shutdown's services, in the shutdown's order")
-    func failedStartStopsAsAShutdown() async throws {
-        let origin = try TestOrigin()  // its port is taken: `/metrics`'s own listener, started last, fails
+    @Test("a part that fails to start stops the ones before it in reverse, starts none after it; on a thread and in the group",
+          arguments: [false, true])
+    func failedStart(inGroup: Bool) async throws {
+        let origin = try TestOrigin()  // its port is taken: `/metrics`'s own listener fails
         defer { origin.stop() }
         let log = InMemoryLogHandler()
         var logger = Logger(label: "thumbd.test") { _ in log }
         logger.logLevel = .debug
         let test = try TestDaemon(start: false, logger: logger) { $0.metrics.listen = "127.0.0.1:\(origin.port)" }
         defer { test.remove() }
-        #expect(throws: (any Error).self) { try test.thumbd.start() }
+        if inGroup {
+            try test.thumbd.build()
+            let group = test.thumbd.serviceGroup(logger: logger)
+            let ready = Task { await test.thumbd.started() }
+            await #expect(throws: ThumbdError.self) { try await group.run() }
+            #expect(await ready.value == false)
+        } else {
+            #expect(throws: ThumbdError.self) { try test.thumbd.start() }
+        }
         #expect(!test.thumbd.isRunning)
-        let stopped = log.entries.filter { "\($0.message)" == "thumbd.part.stopped" }.compactMap { $0.metadata["part"].map { "\($0)" } }
-        // Every part but the memory trimmer (made after the servers) had started.
-        #expect(stopped == ["intake", "transfers", "processing", "event streams", "http servers", "event delivery", "store"])
+        #expect(Self.parts(log, "thumbd.part.started") == ["store", "memory trimmer", "event delivery", "http server"])
+        #expect(Self.parts(log, "thumbd.part.stopped") == ["http server", "event delivery", "memory trimmer", "store"])
         // The cache file was given back: another daemon starts on it.
         let again = try TestDaemon(directory: test.directory)
         #expect(try await request(again.port, "/healthz").status == 200)
         again.stop()
+    }
+
+    /// The parts named by the log's `message` entries, in order.
+    static func parts(_ log: InMemoryLogHandler, _ message: String) -> [String] {
+        log.entries.filter { "\($0.message)" == message }.compactMap { $0.metadata["part"].map { "\($0)" } }
     }
 
     @Test("as a service: the group's graceful shutdown answers the waiters, stops the daemon and ends run()")
@@ -203,5 +216,34 @@ struct ShutdownTests {
             #expect(answer.status == 503)
             #expect(answer.errorCode == "shutting_down")
         }
+    }
+
+    @Test("in the group, each part starts once the one before it has, and the daemon is ready after the last")
+    func groupStartsInOrder() async throws {
+        let log = InMemoryLogHandler()
+        var logger = Logger(label: "thumbd.test") { _ in log }
+        logger.logLevel = .debug
+        let test = try TestDaemon(start: false, logger: logger)
+        defer { test.remove() }
+        try test.thumbd.build()
+        let names = test.thumbd.services.map(\.description)
+        let group = test.thumbd.serviceGroup(logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // A bound, not a hope: a start that never completes fails the test instead of hanging it.
+            let ready = Task { await test.thumbd.started() }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(120))
+                await group.triggerGracefulShutdown()
+            }
+            #expect(await ready.value)
+            watchdog.cancel()
+            #expect(test.thumbd.isRunning)
+            #expect(try await request(test.thumbd.port, "/healthz").status == 200)
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
+        }
+        #expect(Self.parts(log, "thumbd.part.started") == names)
+        #expect(Self.parts(log, "thumbd.part.stopped") == names.reversed())
     }
 }

@@ -52,6 +52,7 @@ struct DownloadBudgetTests {
         }
         let limit = 1 << 20, maxObjectBytes = 2 << 20
         let loops = TransferLoops(configuration: Self.configuration(limit: limit, maxObjectBytes: maxObjectBytes), threads: 2)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         for index in 0..<6 {
@@ -78,6 +79,7 @@ struct DownloadBudgetTests {
         defer { origin.stop() }
         let limit = 1 << 20, maxObjectBytes = 2 << 20
         let loops = TransferLoops(configuration: Self.configuration(limit: limit, maxObjectBytes: maxObjectBytes), threads: 2)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         holder.letGo()  // bodies are freed as they arrive
@@ -97,6 +99,7 @@ struct DownloadBudgetTests {
         let origin = try TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20), threads: 1)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         #expect(loops.submit(FetchJob(url: origin.url("/truncated"), host: "127.0.0.1", priority: .normal,
@@ -117,6 +120,7 @@ struct DownloadBudgetTests {
         var configuration = Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20)
         configuration.timeoutMilliseconds = 1_500
         let loops = TransferLoops(configuration: configuration, threads: 1)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         for index in 0..<2 {
@@ -141,6 +145,7 @@ struct DownloadBudgetTests {
         }
         try await origin.put("small.bin", [UInt8](repeating: 9, count: 20_000))
         let loops = TransferLoops(configuration: Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20), threads: 1)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         for index in 0..<3 {
@@ -167,6 +172,7 @@ struct DownloadBudgetTests {
             try await origin.put("c\(index).bin", [UInt8](repeating: UInt8(index), count: 600_000))
         }
         let loops = TransferLoops(configuration: Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20), threads: 1)
+        loops.start()
         defer { loops.shutdown() }
         let holder = Holder()
         var jobs: [FetchJob] = []

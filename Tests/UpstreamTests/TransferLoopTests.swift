@@ -17,7 +17,9 @@ struct TransferLoopTests {
         // A silent origin must outlast a loaded machine's slowest test step, not end in a timeout.
         configuration.lowSpeedSeconds = 120
         configuration.timeoutMilliseconds = 300_000
-        return TransferLoop(configuration: configuration)
+        let loop = TransferLoop(configuration: configuration)
+        loop.start()
+        return loop
     }
 
     @Test("progress is published while the bytes arrive, with the total, then the outcome")

@@ -57,6 +57,7 @@ struct TransferLoopsTests {
         let origin = try TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxPerHost: 3), threads: 2)
+        loops.start()
         defer { loops.shutdown() }
         #expect(loops.count == 2)
         let outcomes = Outcomes()
@@ -81,6 +82,7 @@ struct TransferLoopsTests {
         let origin = try TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(), threads: 2)
+        loops.start()
         let outcomes = Outcomes()
         let first = FetchJob(url: origin.url("/hang"), host: "127.0.0.1", priority: .normal, onComplete: outcomes.record("first"))
         #expect(loops.submit(first))
@@ -103,6 +105,7 @@ struct TransferLoopsTests {
         let origin = try TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxPerHost: 2), threads: 2)
+        loops.start()
         defer { loops.shutdown() }
         let outcomes = Outcomes()
         for index in 0..<6 {
@@ -126,6 +129,7 @@ struct TransferLoopsTests {
         let origin = try TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxConcurrent: 2), threads: 2)
+        loops.start()
         defer { loops.shutdown() }
         let outcomes = Outcomes()
         func submit(_ name: String) -> Bool {

@@ -16,7 +16,8 @@ final class BatchRegistry: Sendable {
     let variants: VariantSource
     let policy: DestinationPolicy
     let queue = DispatchQueue(label: "thumbd.batches")
-    private let timer: TimerBox
+    /// The keepalive timer, from `start()` on.
+    private let timer = Slot<TimerBox>()
     /// The lanes that write events to many streams at once; stopped with the registry.
     let delivery = Delivery()
     let signer: URLSigner
@@ -36,12 +37,18 @@ final class BatchRegistry: Sendable {
         self.variants = variants
         self.policy = policy
         self.streams = EventStreams(retryMilliseconds: configuration.retryMilliseconds, delivery: delivery)
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        self.timer = TimerBox(timer)
+    }
+
+    /// Starts the delivery lanes and the keepalive timer; once.
+    func start() {
+        guard timer.value == nil else { return }
+        delivery.start()
+        let source = DispatchSource.makeTimerSource(queue: queue)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in self?.tick() }
-        timer.resume()
+        source.schedule(deadline: .now() + interval, repeating: interval)
+        source.setEventHandler { [weak self] in self?.tick() }
+        timer.set(TimerBox(source))
+        source.resume()
     }
 
     /// Open event streams (for tests, metrics and shutdown).
@@ -201,7 +208,7 @@ final class BatchRegistry: Sendable {
 
     /// Shutdown: wake every stream so it ends (the server refuses to suspend it again).
     func closeStreams() {
-        timer.cancel()
+        timer.value?.cancel()
         // Each one sends what it has left; then, with nothing more, the server ends it after
         // its `shutdown` event (`EventSubscriber.lastWords`).
         delivery.wake(streams.subscribers)
@@ -215,7 +222,7 @@ final class BatchRegistry: Sendable {
 
     /// After the server has stopped: ends the delivery lanes.
     func stop() {
-        timer.cancel()
+        timer.value?.cancel()
         delivery.stop()
     }
 

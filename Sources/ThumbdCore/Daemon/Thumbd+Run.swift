@@ -1,15 +1,16 @@
 import Dispatch
+import Logging
 import ServiceLifecycle
 
-/// Running the daemon from async code: started off the cooperative pool, run as one
-/// service, or stopped on the caller's thread (LIFECYCLE.md).
+/// Running the daemon from async code: its parts as the services of one group, or stopped
+/// on the caller's thread (LIFECYCLE.md).
 extension Thumbd {
-    /// The daemon as one service (a test, or a program that embeds it): starts it, then
-    /// runs its parts in a `ServiceGroup` of their own, which the enclosing group's graceful
-    /// shutdown (or cancellation) stops in order.
+    /// The daemon as one service (a test, or a program that embeds it): builds it, then
+    /// runs its parts in a `ServiceGroup` of their own (`serviceGroup`), which the enclosing
+    /// group's graceful shutdown (or cancellation) stops in order.
     package func run() async throws {
-        try await startOffThePool()
-        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        try await buildOffThePool()
+        let group = serviceGroup()
         defer { phase.withLock { $0 = .stopped } }  // every part has stopped when the group returns
         try await withGracefulShutdownHandler {
             try await group.run()
@@ -18,13 +19,26 @@ extension Thumbd {
         }
     }
 
-    /// Stops every part, in the order of a graceful shutdown (`services(…)`), and waits
-    /// for them: what the group does, on the caller's thread.
+    /// The group of the built daemon's services (`thumbd serve` and `run()`): each starts its
+    /// part in turn. A service that returns or throws shuts the group down gracefully, in
+    /// order, rather than cancelling it: cancelled, every service would stop at once.
+    package func serviceGroup(logger: Logger? = nil) -> ServiceGroup {
+        ServiceGroup(configuration: .init(
+            services: services.map {
+                .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
+                      failureTerminationBehavior: .gracefullyShutdownGroup)
+            },
+            logger: logger ?? self.logger))
+    }
+
+    /// Stops every started part, in the order of a graceful shutdown (`services(…)`), and
+    /// waits for them: what the group does, on the caller's thread.
     package func shutdown() {
-        guard case .running(let parts) = phase.withLock({ phase in
-            defer { if case .running = phase { phase = .stopped } }
+        guard case .built(let parts) = phase.withLock({ phase in
+            defer { if case .built = phase { phase = .stopped } }
             return phase
         }) else { return }
+        parts.order.abandon()
         for service in parts.services.reversed() { service.stop() }
     }
 }

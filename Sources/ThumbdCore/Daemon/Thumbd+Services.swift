@@ -2,28 +2,24 @@ import BlobStore
 import HTTPServer
 import Logging
 import Support
+import Thumbnailer
 import Upstream
 
 extension Thumbd {
-    /// The parts `start()` has started so far; nil for one not started yet. A start that
-    /// fails part way stops what it holds through the same services as a shutdown.
-    struct StartedParts {
-        var store: CacheStore?
-        var loop: TransferLoops?
-        var coalescer: FetchCoalescer?
-        var stage: ProcessingStage?
-        var lane: ResizeLane?
-        var variants: VariantSource?
-        var batches: BatchRegistry?
-        var server: HTTPServer?
-        var metricsServer: HTTPServer?
-        var freeMemory: FreeMemory?
-    }
-
-    /// The running parts as services, listed in dependency order: the group stops them in
-    /// reverse, each once the one after it has returned, and a start that fails part way
-    /// stops the ones it had started in that same order (`stopStarted`). Only the services
-    /// whose parts have started are listed. Read from the bottom, the graceful shutdown:
+    /// The parts as services, in the order they start; the group stops them in reverse, each
+    /// once the one after it has returned, and a start that fails part way stops the ones
+    /// before it in that same order. Each starts once the one before it has started:
+    /// 1. store: the cache file opened (its lock taken, the writer started);
+    /// 2. memory trimmer;
+    /// 3. event delivery: its lanes and the keepalive timer;
+    /// 4. HTTP server, and 5. `/metrics`'s own server if configured: listening (a request
+    ///    that comes before the parts below have started waits for them);
+    /// 6. event streams (nothing to start);
+    /// 7. processing: the resize lane's workers;
+    /// 8. transfers: the loops' threads;
+    /// 9. intake: the batches kept across a restart come back, "thumbd.started" is logged.
+    ///
+    /// Read from the bottom, the graceful shutdown:
     /// 1. intake: new connections and new suspensions get 503 `shutting_down`; fetches in
     ///    flight get `server.shutdownGraceSeconds` to finish; the batches' journals stop
     ///    recording (what the shutdown cuts short is made again after the restart);
@@ -37,57 +33,96 @@ extension Thumbd {
     /// 6. event delivery: its lanes;
     /// 7. memory trimmer;
     /// 8. store: access times flushed, the WAL checkpointed, SQLite closed.
-    func services(_ parts: StartedParts) -> [DaemonService] {
+    func services(_ parts: Parts) -> ([DaemonService], StartOrder) {
         let logger = self.logger
+        let configuration = configuration
         let grace = Duration.milliseconds(Int(configuration.server.shutdownGraceSeconds * 1000))
-        var services: [DaemonService] = []
-        func add(_ name: String, _ stop: @escaping @Sendable () -> Void) {
-            services.append(DaemonService(name, logger: logger, stop: stop))
+        var steps: [(name: String, start: @Sendable () throws -> Void, stop: @Sendable () -> Void)] = []
+        func add(_ name: String, start: @escaping @Sendable () throws -> Void, stop: @escaping @Sendable () -> Void) {
+            steps.append((name, start, stop))
         }
-        if let store = parts.store {
-            add("store") {
-                store.close()
-                logger.info("thumbd.stopped")
+        let (store, server, batches) = (parts.store, parts.server, parts.batches)
+        add("store") {
+            try Self.open(store, configuration)
+        } stop: {
+            store.close()
+            logger.info("thumbd.stopped")
+        }
+        let freeMemory = parts.freeMemory
+        add("memory trimmer", start: freeMemory.start, stop: freeMemory.stop)
+        add("event delivery", start: batches.start, stop: batches.stop)
+        add("http server") {
+            do throws(HTTPServerError) { try server.start() } catch { throw ThumbdError(error) }
+        } stop: {
+            if !server.waitUntilIdle(timeout: .seconds(5)) {
+                logger.warning("thumbd.stopping with requests still open",
+                               metadata: ["server.suspended": "\(server.suspendedConnections)"])
             }
+            server.stop()
         }
-        if let freeMemory = parts.freeMemory { add("memory trimmer") { freeMemory.stop() } }
-        if let batches = parts.batches { add("event delivery") { batches.stop() } }
-        if let server = parts.server {
-            let metricsServer = parts.metricsServer
-            add("http servers") {
-                if !server.waitUntilIdle(timeout: .seconds(5)) {
-                    logger.warning("thumbd.stopping with requests still open",
-                                   metadata: ["server.suspended": "\(server.suspendedConnections)"])
-                }
-                server.stop()
-                metricsServer?.stop()
+        if let metricsServer = parts.metricsServer {
+            add("metrics server") {
+                do throws(HTTPServerError) { try metricsServer.start() } catch { throw ThumbdError(error) }
+            } stop: {
+                metricsServer.stop()
             }
         }
         // A client may open a stream once the server listens: closed before the server stops.
-        if let batches = parts.batches { add("event streams") { batches.closeStreams() } }
-        if let stage = parts.stage {
-            let (lane, variants) = (parts.lane, parts.variants)
-            add("processing") {
-                stage.drain()
-                lane?.stop()
-                variants?.stop()
-                stage.drain()
-            }
+        add("event streams", start: {}, stop: batches.closeStreams)
+        let (stage, lane, variants) = (parts.stage, parts.lane, parts.variants)
+        add("processing", start: lane.start) {
+            stage.drain()
+            lane.stop()
+            variants.stop()
+            stage.drain()
         }
-        if let loop = parts.loop { add("transfers") { loop.shutdown() } }
-        if let server = parts.server, let coalescer = parts.coalescer, let batches = parts.batches {
-            add("intake") {
-                logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
-                server.stopAccepting()
-                _ = coalescer.waitUntilIdle(timeout: grace)
-                batches.stopRecording()
+        let loop = parts.loop
+        add("transfers", start: loop.start, stop: loop.shutdown)
+        let coalescer = parts.coalescer
+        let avif = parts.thumbnailer.canEncodeAVIF
+        add("intake") {
+            // Batches kept across the restart come back once everything runs: their unfinished
+            // items start again, and their streams answer reconnecting clients.
+            let journals: [Journal]
+            do {
+                journals = try store.loadJournals()
+            } catch {
+                logger.warning("batch.restore.failed", metadata: ["error": "\(error)"])
+                journals = []
             }
+            let restored = batches.restore(journals, logger: logger)
+            logger.info("thumbd.started", metadata: [
+                "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
+                "store.path": "\(configuration.store.path)", "thumbnails.avif": "\(avif)",
+                "batches.restored": "\(restored)",
+            ])
+            if !Thumbnailer.modulesRestricted {
+                logger.warning("thumbnails.modules: libvips loaded every module of its own directory (no private module directory could be made under the temporary directory); loaders other than thumbd's stay blocked")
+            }
+        } stop: {
+            logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
+            server.stopAccepting()
+            _ = coalescer.waitUntilIdle(timeout: grace)
+            batches.stopRecording()
         }
-        return services
+        let order = StartOrder(count: steps.count)
+        let services = steps.enumerated().map { index, step in
+            DaemonService(step.name, index: index, order: order, logger: logger, start: step.start, stop: step.stop)
+        }
+        return (services, order)
     }
 
-    /// A start failed: stops the parts it had started, as a graceful shutdown would.
-    func stopStarted(_ parts: StartedParts) {
-        for service in services(parts).reversed() { service.stop() }
+    /// Opens the cache file, saying what an operator can act on when it cannot be used.
+    private static func open(_ store: CacheStore, _ configuration: ThumbdConfiguration) throws {
+        do {
+            try store.open()
+        } catch let error as CacheStore.NewerSchema {
+            // Not a fault of the file's but of this binary's age: a setting to change (the
+            // file, or the version run), said as one (EX_CONFIG from `thumbd serve`).
+            throw ConfigurationError(key: "store.path", reason: "\(configuration.store.path): \(error); run that thumbd or a newer one, or give this one another file (a cache: the new file fills again from the origins)")
+        } catch {
+            // What the operator can act on: the file, the setting that names it, the reason.
+            throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
+        }
     }
 }

@@ -8,11 +8,15 @@ import Thumbnailer
 import Synchronization
 import Upstream
 
-/// The daemon: `start()` opens the cache and starts the transfer loops, the processing
-/// stage, the resize lane, the batches' delivery and the HTTP servers, in that order (a
-/// failure stops what had started through the same services as a shutdown). Each running part is then a
-/// `DaemonService` (`services`), which `thumbd serve` runs in one `ServiceGroup`: SIGTERM or
-/// SIGINT stops them in the reverse order of that list, every thread started included.
+/// The daemon: `build()` checks the settings and makes its parts, which hold no file and run
+/// no thread yet; each part is then a `DaemonService` (`services`), whose `run()` starts it
+/// once the one before it has started and stops it on the group's graceful shutdown.
+/// `thumbd serve` and `run()` run them in one `ServiceGroup`: they start in the order of that
+/// list (the cache, the memory trimmer, the batches' delivery, the HTTP servers, the
+/// resize lane, the transfer loops, the batches kept across a restart), and SIGTERM or SIGINT
+/// stops them in reverse, every thread started included; a part that fails to start stops
+/// the ones before it the same way. `start()` and `shutdown()` do the same on the caller's
+/// thread (tests).
 package final class Thumbd: Service, Sendable {
     package let configuration: ThumbdConfiguration
     let logger: Logger
@@ -20,11 +24,11 @@ package final class Thumbd: Service, Sendable {
 
     enum Phase {
         case created
-        case running(Parts)
+        case built(Parts)
         case stopped
     }
 
-    /// What runs between start and stop.
+    /// What `build()` made: started and stopped by `services`.
     struct Parts: Sendable {
         let store: CacheStore
         let loop: TransferLoops
@@ -37,8 +41,12 @@ package final class Thumbd: Service, Sendable {
         let live: LiveParts
         /// `/metrics` on its own address (`metrics.listen`), if configured.
         let metricsServer: HTTPServer?
-        /// What stops them, in order (`services(…)`).
-        let services: [DaemonService]
+        let lane: ResizeLane
+        let freeMemory: FreeMemory
+        let thumbnailer: Thumbnailer
+        /// The parts as services, in start order (`services(…)`), and the order they keep.
+        var services: [DaemonService] = []
+        var order = StartOrder(count: 0)
     }
 
     /// How often the allocator's free memory goes back to the system (`FreeMemory`): a
@@ -55,16 +63,23 @@ package final class Thumbd: Service, Sendable {
     let applied: Mutex<ThumbdConfiguration>
 
     private var parts: Parts {
-        guard case .running(let parts) = phase.withLock({ $0 }) else { preconditionFailure("thumbd is not running") }
+        guard case .built(let parts) = phase.withLock({ $0 }) else { preconditionFailure("thumbd is not built") }
         return parts
     }
 
     var live: LiveParts { parts.live }
 
-    /// Between a successful `start()` and `shutdown()`.
+    /// Once every part has started, until `shutdown()` or the group's end.
     package var isRunning: Bool {
-        if case .running = phase.withLock({ $0 }) { return true }
+        if case .built(let parts) = phase.withLock({ $0 }) { return parts.order.complete }
         return false
+    }
+
+    /// Waits until every part has started (true), or the start was given up: a part failed
+    /// to start, or a shutdown came first (false). "listening" is said after it.
+    package func started() async -> Bool {
+        guard case .built(let parts) = phase.withLock({ $0 }) else { return false }
+        return await parts.order.allStarted()
     }
 
     /// The port the server listens on (the configured one, or the one picked for port 0).
@@ -107,23 +122,36 @@ package final class Thumbd: Service, Sendable {
     /// Open `text/event-stream` responses.
     package var openEventStreams: Int { parts.batches.openStreams }
 
-    /// Opens the cache, starts the transfer loops, the processing stage and the server. On
-    /// failure whatever was started is stopped again.
+    /// Builds the parts, then starts them in order on the caller's thread, as the group's
+    /// services would (tests; `thumbd serve` runs the services in a group). A part that fails
+    /// to start stops the ones before it, in the order of a shutdown, and the error is thrown.
     package func start() throws {
-        guard case .created = phase.withLock({ $0 }) else { return }
-        // Each part that starts threads or holds files is noted as it starts; a start that
-        // fails part way (the port taken, a bad metrics address) stops those through their
-        // services, in the order a shutdown stops them.
-        var started = StartedParts()
-        do {
-            try start(started: &started)
-        } catch {
-            stopStarted(started)
-            throw error
+        try build()
+        guard case .built(let parts) = phase.withLock({ $0 }) else { return }
+        for (index, service) in parts.services.enumerated() {
+            do {
+                try service.start()
+            } catch {
+                parts.order.abandon()
+                for started in parts.services.reversed() { started.stop() }
+                phase.withLock { $0 = .stopped }
+                throw error
+            }
+            parts.order.started(index)
         }
     }
 
-    private func start(started: inout StartedParts) throws {
+    /// Checks the settings and makes every part, holding no file and running no thread of
+    /// its own; once. Throws `ConfigurationError` for a setting that cannot work.
+    package func build() throws {
+        guard case .created = phase.withLock({ $0 }) else { return }
+        var parts = try makeParts()
+        (parts.services, parts.order) = services(parts)
+        let built = parts
+        phase.withLock { $0 = .built(built) }
+    }
+
+    private func makeParts() throws -> Parts {
         let configuration = configuration
         var serverConfiguration = try configuration.server.httpServer()
         // Only the access log writes a request's target; metrics need its route only.
@@ -142,39 +170,22 @@ package final class Thumbd: Service, Sendable {
         } catch {
             throw ThumbdError(error)
         }
-        let store: CacheStore
-        do {
-            store = try CacheStore(configuration: configuration.store.blobStore, logger: logger)
-        } catch let error as CacheStore.NewerSchema {
-            // Not a fault of the file's but of this binary's age: a setting to change (the
-            // file, or the version run), said as one (EX_CONFIG from `thumbd serve`).
-            throw ConfigurationError(key: "store.path", reason: "\(configuration.store.path): \(error); run that thumbd or a newer one, or give this one another file (a cache: the new file fills again from the origins)")
-        } catch {
-            // What the operator can act on: the file, the setting that names it, the reason.
-            throw ThumbdError(.storeUnavailable, "cannot use the cache file \(configuration.store.path) (store.path, --db): \(error)")
-        }
-        started.store = store
+        let store = CacheStore(configuration: configuration.store.blobStore, logger: logger)  // opened by its service
         let loop = TransferLoops(configuration: configuration.upstream.transferLoop(policy: policy),
                                  threads: configuration.upstream.threads, logger: logger)
-        started.loop = loop
         let coalescer = FetchCoalescer(abortWhenAbandoned: configuration.upstream.abortWhenAbandoned)
-        started.coalescer = coalescer
         let stage = ProcessingStage()
-        started.stage = stage
         let metrics = DaemonMetrics(storeCapacity: configuration.store.maxBytes)
         let source = ObjectSource(store: store, coalescer: coalescer, loop: loop, stage: stage, thumbnailer: thumbnailer,
                                   configuration: configuration, metrics: metrics, logger: logger)
         let lane = ResizeLane(configuration: configuration.thumbnails.lane)
-        started.lane = lane
         let variants = VariantSource(source: source, thumbnailer: thumbnailer, lane: lane,
                                      autoFormats: configuration.thumbnails.autoFormats,
                                      presets: configuration.thumbnails.presetRules,
                                      streams: configuration.thumbnails.streams, logger: logger)
-        started.variants = variants
         let signer = configuration.signing.signer
         let batches = BatchRegistry(configuration: configuration.batches, source: source, variants: variants, policy: policy,
                                     signer: signer)
-        started.batches = batches
         let status = StatusBox()
         let admin = AdminHandler(source: source, variants: variants, policy: policy, maxBytes: configuration.store.maxBytes) {
             status.read()
@@ -208,74 +219,35 @@ package final class Thumbd: Service, Sendable {
             metrics: metrics,
             log: RequestLog(access: configuration.log.access ? Logger(label: "thumbd.access") : nil),
             page: GridPage.html(preset: configuration.thumbnails.pageAsks))
-        let server: HTTPServer
-        let metricsServer: HTTPServer?
-        do throws(HTTPServerError) {
-            server = try HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
-            started.server = server
-            serverBox.set(server)
-            var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
-            metricsConfiguration.threads = 1
-            metricsConfiguration.maxConnections = 64
-            metricsConfiguration.serverHeader = "thumbd"
-            metricsConfiguration.keepsTargets = false  // its handler records metrics only
-            metricsServer = metricsListen == nil ? nil
-                : try HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
-            started.metricsServer = metricsServer
-        } catch {
-            throw ThumbdError(error)
+        let server = HTTPServer(configuration: serverConfiguration, handler: router, logger: logger)
+        serverBox.set(server)
+        var metricsConfiguration = HTTPServer.Configuration(listen: metricsListen ?? serverConfiguration.listen)
+        metricsConfiguration.threads = 1
+        metricsConfiguration.maxConnections = 64
+        metricsConfiguration.serverHeader = "thumbd"
+        metricsConfiguration.keepsTargets = false  // its handler records metrics only
+        let metricsServer = metricsListen.map { _ in
+            HTTPServer(configuration: metricsConfiguration, handler: metricsHandler, logger: logger)
         }
         status.set { [coalescer, server, batches] in
             let counts = batches.counts
             return (coalescer.inFlightCount, server.suspendedConnections, batches.openStreams, counts.running, counts.kept)
         }
-        started.freeMemory = FreeMemory(every: Self.freeMemoryInterval)
-        let services = services(started)
-        phase.withLock {
-            $0 = .running(Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
-                                  variants: variants, live: live, metricsServer: metricsServer, services: services))
-        }
-        // Batches kept across the restart come back once the server runs: their unfinished
-        // items start again, and their streams answer reconnecting clients.
-        let journals: [Journal]
-        do {
-            journals = try store.loadJournals()
-        } catch {
-            logger.warning("batch.restore.failed", metadata: ["error": "\(error)"])
-            journals = []
-        }
-        let restored = batches.restore(journals, logger: logger)
-        logger.info("thumbd.started", metadata: [
-            "server.listen": "\(configuration.server.listen)", "server.port": "\(server.port)",
-            "store.path": "\(configuration.store.path)", "thumbnails.avif": "\(thumbnailer.canEncodeAVIF)",
-            "batches.restored": "\(restored)",
-        ])
-        if !Thumbnailer.modulesRestricted {
-            logger.warning("thumbnails.modules: libvips loaded every module of its own directory (no private module directory could be made under the temporary directory); loaders other than thumbd's stay blocked")
-        }
+        return Parts(store: store, loop: loop, coalescer: coalescer, batches: batches, stage: stage, server: server,
+                     variants: variants, live: live, metricsServer: metricsServer, lane: lane,
+                     freeMemory: FreeMemory(every: Self.freeMemoryInterval), thumbnailer: thumbnailer)
     }
 
-    /// `start()` from async code (`thumbd serve`, `run()`): starting opens files and starts
-    /// threads, and waits for some, so not on the cooperative pool, which other tasks need
-    /// meanwhile, nor on the global queue, whose few threads a busy process may hold (a serial
-    /// queue of its own gets a thread whatever the load).
-    package func startOffThePool() async throws {
-        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
-            DispatchQueue(label: "thumbd.start").async { [self] in
-                do {
-                    try start()
-                    started.resume()
-                } catch {
-                    started.resume(throwing: error)
-                }
-            }
-        }
+    /// `build()` from async code (`thumbd serve`, `run()`): libvips loads its modules from
+    /// disk, so not on the cooperative pool, which other tasks need meanwhile.
+    package func buildOffThePool() async throws {
+        try await DaemonService.offThePool { [self] in try build() }
     }
 
-    /// The running daemon's parts as services, in the order they are stopped in reverse
-    /// (see `services(…)`); empty before `start()`.
+    /// The daemon's parts as services, in the order they start (and, reversed, stop); empty
+    /// before `build()`.
     package var services: [DaemonService] {
-        guard case .running(let parts) = phase.withLock({ $0 }) else { return [] }
+        guard case .built(let parts) = phase.withLock({ $0 }) else { return [] }
         return parts.services
     }
 }

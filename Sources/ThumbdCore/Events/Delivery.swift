@@ -27,9 +27,17 @@ final class Delivery: Sendable {
     private let lanes: Int
     private let stopped = Atomic<Bool>(false)
 
-    /// Starts `lanes` threads; `stop()` ends them.
+    private let started = Atomic<Bool>(false)
+
+    /// `lanes` threads, started by `start()`; `stop()` ends them.
     init(lanes: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
         self.lanes = lanes
+    }
+
+    /// Starts the lanes' threads; once, and not after `stop()`. What is woken before waits
+    /// for them.
+    func start() {
+        guard !state.withLock({ $0.stopping }), !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for lane in 0..<lanes {
             exited.enter()
             let thread = Thread { [self] in

@@ -94,7 +94,7 @@ final class ResizeLane: Sendable {
         }
 
         /// Answers the owner that the task will never run, and lets go of it.
-        fileprivate func drop(_ error: ThumbdError) {
+        func drop(_ error: ThumbdError) {
             let dropped = handlers.withLock { handlers in
                 defer { handlers = nil }
                 return handlers?.dropped
@@ -115,7 +115,7 @@ final class ResizeLane: Sendable {
             }
         }
 
-        fileprivate var isCancelled: Bool {
+        var isCancelled: Bool {
             state.withLock { if case .cancelled = $0 { true } else { false } }
         }
 
@@ -170,7 +170,8 @@ final class ResizeLane: Sendable {
     }
 
     let configuration: Configuration
-    private let workers: [Worker]
+    let workers: [Worker]
+    let threadsStarted = Atomic<Bool>(false)
     /// The workers of streamed decodes (`ResizeLane+Streams.swift`), at the daemon's priority.
     let streamWorkers: [Worker]
     /// The watchdogs' timers: a queue of the lane's own, so that a busy global queue cannot
@@ -184,7 +185,7 @@ final class ResizeLane: Sendable {
     }
     let state: Mutex<State>  // internal: ResizeLane+Streams.swift takes it too
     /// Called (outside the lane's lock) each time a resize leaves the lane: its queue has room.
-    private let roomObserver = Slot<@Sendable () -> Void>()
+    let roomObserver = Slot<@Sendable () -> Void>()
 
     /// `observer` runs each time a resize leaves the lane (the queue may have room now).
     func onRoom(_ observer: @escaping @Sendable () -> Void) {
@@ -213,16 +214,6 @@ final class ResizeLane: Sendable {
         workers = (0..<count).map { _ in Worker() }
         streamWorkers = (0..<configuration.streamWorkers).map { _ in Worker() }
         state = Mutex(State(idleWorkers: Array((0..<count).reversed())))
-        for (index, worker) in workers.enumerated() {
-            let thread = Thread { [self] in
-                ThreadName.set("thumbd-resize")
-                ThreadPriority.lowerCurrent(to: configuration.niceness)
-                while case .task(let task) = worker.next() { execute(task, on: index) }
-                worker.exited.signal()
-            }
-            thread.name = "thumbd-resize"
-            thread.start()
-        }
     }
 
     /// Queues a resize. Returns nil when the queue is full or the lane has stopped (the
@@ -275,7 +266,7 @@ final class ResizeLane: Sendable {
         }
     }
 
-    private func execute(_ task: Task, on worker: Int) {
+    func execute(_ task: Task, on worker: Int) {
         if let control = task.start(timeLimit: configuration.timeLimit) {
             // libvips computes on its own pool of threads, started by GLib at nice 0 however
             // the lane's thread runs: those started since the last resize are lowered too.
@@ -305,32 +296,6 @@ final class ResizeLane: Sendable {
         for semaphore in wake { semaphore.signal() }
         pump()
         roomObserver.value?()
-    }
-
-    /// Stops taking work: the queued tasks are answered `shutting_down`, the running ones are
-    /// stopped, and this waits (at most the time limit and a second) until they returned.
-    func stop() {
-        let (queued, running, signal) = state.withLock { state -> ([Task], [Task], DispatchSemaphore?) in
-            state.stopped = true
-            let queued = state.queue
-            state.queue.removeAll()
-            // Resizes and streamed decodes alike: a stream's job may have been handed to its
-            // worker a moment ago, and must run before the worker is told to exit.
-            guard state.running + state.streamsRunning > 0 else { return (queued, [], nil) }
-            let signal = DispatchSemaphore(value: 0)
-            state.idle.append(signal)
-            return (queued, Array(state.runningTasks.values), signal)
-        }
-        roomObserver.set(nil)
-        for task in queued where !task.isCancelled { task.drop(.shuttingDown) }
-        for task in running { task.cancel() }
-        let deadline = DispatchTime.now() + .nanoseconds(Int((configuration.timeLimit + .seconds(1)) / .nanoseconds(1)))
-        if let signal { _ = signal.wait(timeout: deadline) }
-        // The threads end once idle (one still inside a call libvips cannot stop is left to
-        // the process's exit).
-        let started = workers + streamWorkers.prefix(state.withLock { $0.streamThreads })
-        for worker in started { worker.deliver(.exit) }
-        for worker in started { _ = worker.exited.wait(timeout: deadline) }
     }
 
     struct Load: Sendable, Equatable {
