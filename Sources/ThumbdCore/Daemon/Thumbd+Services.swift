@@ -12,27 +12,30 @@ extension Thumbd {
     /// 1. store: the cache file opened (its lock taken, the writer started);
     /// 2. memory trimmer;
     /// 3. event delivery: its lanes and the keepalive timer;
-    /// 4. HTTP server, and 5. `/metrics`'s own server if configured: listening (a request
-    ///    that comes before the parts below have started waits for them);
-    /// 6. event streams (nothing to start);
-    /// 7. processing: the resize lane's workers;
-    /// 8. transfers: the loops' threads;
-    /// 9. intake: the batches kept across a restart come back, "thumbd.started" is logged.
+    /// 4. HTTP server: nothing to start (it listens from intake on); its stop is here;
+    /// 5. event streams (nothing to start);
+    /// 6. processing: the resize lane's workers;
+    /// 7. transfers: the loops' threads;
+    /// 8. `/metrics`'s own server, if configured;
+    /// 9. intake: the HTTP server listens, last, so that no request reaches a part that has
+    ///    not started (nor one that a failed start or an early SIGTERM never starts); the
+    ///    batches kept across a restart come back, "thumbd.started" is logged.
     ///
     /// Read from the bottom, the graceful shutdown:
     /// 1. intake: new connections and new suspensions get 503 `shutting_down`; fetches in
     ///    flight get `server.shutdownGraceSeconds` to finish; the batches' journals stop
     ///    recording (what the shutdown cuts short is made again after the restart);
-    /// 2. transfers: the loops abort what is left (their waiters get 503) and exit;
-    /// 3. processing: the stage drains (the last completions answer their waiters), the
+    /// 2. `/metrics`'s own server;
+    /// 3. transfers: the loops abort what is left (their waiters get 503) and exit;
+    /// 4. processing: the stage drains (the last completions answer their waiters), the
     ///    resize lane stops (queued resizes answered 503, running ones stopped), the parked
     ///    ones are answered, and the stage drains again;
-    /// 4. event streams: each ends after the events it has not read yet;
-    /// 5. HTTP servers: once every answer is out (libmicrohttpd must not stop while a
+    /// 5. event streams: each ends after the events it has not read yet;
+    /// 6. HTTP server: once every answer is out (libmicrohttpd must not stop while a
     ///    connection is suspended);
-    /// 6. event delivery: its lanes;
-    /// 7. memory trimmer;
-    /// 8. store: access times flushed, the WAL checkpointed, SQLite closed.
+    /// 7. event delivery: its lanes;
+    /// 8. memory trimmer;
+    /// 9. store: access times flushed, the WAL checkpointed, SQLite closed.
     func services(_ parts: Parts) -> ([DaemonService], StartOrder) {
         let logger = self.logger
         let configuration = configuration
@@ -51,21 +54,12 @@ extension Thumbd {
         let freeMemory = parts.freeMemory
         add("memory trimmer", start: freeMemory.start, stop: freeMemory.stop)
         add("event delivery", start: batches.start, stop: batches.stop)
-        add("http server") {
-            do throws(HTTPServerError) { try server.start() } catch { throw ThumbdError(error) }
-        } stop: {
+        add("http server", start: {}) {
             if !server.waitUntilIdle(timeout: .seconds(5)) {
                 logger.warning("thumbd.stopping with requests still open",
                                metadata: ["server.suspended": "\(server.suspendedConnections)"])
             }
             server.stop()
-        }
-        if let metricsServer = parts.metricsServer {
-            add("metrics server") {
-                do throws(HTTPServerError) { try metricsServer.start() } catch { throw ThumbdError(error) }
-            } stop: {
-                metricsServer.stop()
-            }
         }
         // A client may open a stream once the server listens: closed before the server stops.
         add("event streams", start: {}, stop: batches.closeStreams)
@@ -78,9 +72,13 @@ extension Thumbd {
         }
         let loop = parts.loop
         add("transfers", start: loop.start, stop: loop.shutdown)
+        if let metricsServer = parts.metricsServer {
+            add("metrics server", start: { try Self.listen(metricsServer) }, stop: metricsServer.stop)
+        }
         let coalescer = parts.coalescer
         let avif = parts.thumbnailer.canEncodeAVIF
         add("intake") {
+            try Self.listen(server)
             // Batches kept across the restart come back once everything runs: their unfinished
             // items start again, and their streams answer reconnecting clients.
             let journals: [Journal]
@@ -110,6 +108,11 @@ extension Thumbd {
             DaemonService(step.name, index: index, order: order, logger: logger, start: step.start, stop: step.stop)
         }
         return (services, order)
+    }
+
+    /// Binds a server's address (the port taken: an error that says so).
+    private static func listen(_ server: HTTPServer) throws {
+        do throws(HTTPServerError) { try server.start() } catch { throw ThumbdError(error) }
     }
 
     /// Opens the cache file, saying what an operator can act on when it cannot be used.
