@@ -11,6 +11,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 /// Receives MHD's formatted error messages.
 typedef void (*thumbd_mhd_log_fn)(void *ctx, const char *message);
@@ -23,26 +26,25 @@ static void thumbd_mhd_log_trampoline(void *cls, const char *fmt, va_list ap) {
     if (logger && logger->fn) logger->fn(logger->ctx, buffer);
 }
 
-/// MHD_start_daemon with its options spelled out. The external logger comes first, as MHD requires.
+/// MHD_start_daemon with its options spelled out, for a daemon that one thread of ours runs
+/// (no internal thread: `MHD_run` on the event loop) on a listening socket of ours. The
+/// external logger comes first, as MHD requires.
 static inline struct MHD_Daemon *thumbd_mhd_start(
-    unsigned int flags, const struct sockaddr *address,
+    unsigned int flags, int listen_fd,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
     MHD_NotifyConnectionCallback notify_connection, void *(*uri_log)(void *, const char *, struct MHD_Connection *),
     void *guard_cls,
     struct thumbd_mhd_logger *logger,
-    unsigned int thread_pool_size, unsigned int connection_limit,
-    unsigned int listen_backlog, unsigned int connection_timeout_s,
+    unsigned int connection_limit, unsigned int connection_timeout_s,
     size_t connection_memory_limit) {
     struct MHD_OptionItem options[] = {
         { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&thumbd_mhd_log_trampoline, logger },
-        { MHD_OPTION_SOCK_ADDR, 0, (void *)address },
+        { MHD_OPTION_LISTEN_SOCKET, (intptr_t)listen_fd, NULL },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls },
         { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, guard_cls },
         { MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_log, guard_cls },
-        { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)thread_pool_size, NULL },
         { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)connection_limit, NULL },
-        { MHD_OPTION_LISTEN_BACKLOG_SIZE, (intptr_t)listen_backlog, NULL },
         { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)connection_timeout_s, NULL },
         { MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connection_memory_limit, NULL },
         { MHD_OPTION_END, 0, NULL },
@@ -51,15 +53,51 @@ static inline struct MHD_Daemon *thumbd_mhd_start(
                             MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
 
+/// A non-blocking listening socket (SO_REUSEADDR, IPv6 only for an IPv6 address), as
+/// libmicrohttpd would make it; every event loop's daemon accepts from it (a duplicate of it
+/// each, closed by that daemon). -1 with errno set when it cannot be bound.
+static inline int thumbd_listen(const struct sockaddr *address, socklen_t length, int backlog) {
+    int fd = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (address->sa_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, address, length) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/// The port a socket is bound to (0 if it cannot be read).
+static inline uint16_t thumbd_socket_port(int fd) {
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    if (getsockname(fd, (struct sockaddr *)&address, &length) != 0) return 0;
+    if (address.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&address)->sin_port);
+    if (address.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&address)->sin6_port);
+    return 0;
+}
+
+/// The daemon's own epoll set, which the event loop waits on among its other sockets.
+static inline int thumbd_mhd_epoll_fd(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    return info ? info->epoll_fd : -1;
+}
+
+/// How long the loop may wait before `MHD_run` is due (ms), or -1 when MHD has no deadline.
+static inline int64_t thumbd_mhd_timeout_ms(struct MHD_Daemon *daemon) {
+    MHD_UNSIGNED_LONG_LONG timeout = 0;
+    if (MHD_get_timeout(daemon, &timeout) != MHD_YES) return -1;
+    return timeout > INT32_MAX ? INT32_MAX : (int64_t)timeout;
+}
+
 static inline int thumbd_mhd_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? info->connect_fd : -1;
-}
-
-static inline uint16_t thumbd_mhd_bind_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? info->port : 0;
 }
 
 static const uint64_t thumbd_mhd_size_unknown = MHD_SIZE_UNKNOWN;
@@ -73,9 +111,10 @@ static inline void thumbd_refuse_connection(int fd, const char *response, size_t
     shutdown(fd, SHUT_RDWR);
 }
 
-// Watching suspended connections' sockets (MHD does not poll them): for the client hanging
-// up, and, when asked, for room to write. epoll_event is a packed struct that Swift
-// imports poorly, hence these wrappers.
+// The event loop's epoll set: its wake-up eventfd, its daemon's epoll set, and the sockets of
+// suspended connections (MHD does not poll them): for the client hanging up, and, when
+// asked, for room to write. epoll_event is a packed struct that Swift imports poorly, hence
+// these wrappers.
 static inline int thumbd_watch_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int thumbd_watch_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 static inline int thumbd_watch_ctl(int epfd, int op, int fd, uint64_t token, int writable) {
@@ -96,11 +135,12 @@ static inline int thumbd_watch_remove(int epfd, int fd) {
     struct epoll_event event = {0};
     return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &event);
 }
-/// The wake-up eventfd, watched for input (not one shot).
-static inline int thumbd_watch_add_wakeup(int epfd, int fd) {
+/// A descriptor watched for input, level-triggered, not one shot (the wake-up eventfd, the
+/// daemon's epoll set), under a small token of its own.
+static inline int thumbd_watch_add_input(int epfd, int fd, uint64_t token) {
     struct epoll_event event;
     event.events = EPOLLIN;
-    event.data.u64 = 0;
+    event.data.u64 = token;
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
 }
 /// Waits for events; writes up to `max` tokens, and for each whether it was a hang-up (1)

@@ -1,5 +1,4 @@
 internal import CMicroHTTPD
-import Dispatch
 import Glibc
 import Support
 import Synchronization
@@ -20,9 +19,12 @@ import Synchronization
 ///   request line is seen before they are parsed, and too many get a 414 and a close.
 ///
 /// Refusing writes a fixed answer and shuts the socket down (`thumbd_refuse_connection`);
-/// MHD then closes the connection through its own path. Entries are removed in MHD's
-/// "closed" notification, which comes before MHD closes the socket, and refusals happen
-/// under the same lock, so a socket number is never acted on after it was reused.
+/// MHD then closes the connection through its own path. Each event loop has a table of its
+/// own, and everything here for a connection runs on its loop's thread: MHD's notifications,
+/// and the deadlines, which the loop has looked at every 250 ms (`reap`). So the loop stays
+/// the socket's one writer, and a socket number is never acted on after MHD closed it and
+/// the kernel gave the number to another connection: that too would happen on this thread.
+/// A refusal is written after the table's lock is released.
 final class ConnectionGuard: Sendable {
     struct Limits: Sendable {
         var maxConnections: Int
@@ -80,6 +82,11 @@ final class ConnectionGuard: Sendable {
         }
     }
 
+    /// One loop's table (a Mutex cannot sit in an array by itself).
+    private final class Entries: Sendable {
+        let table = Mutex(Table())
+    }
+
     /// Nanoseconds on the monotonic clock as the kernel's tick last set it (a few ms old at
     /// most): the deadlines here are seconds, and this is read twice a request.
     private static var now: Int64 {
@@ -90,55 +97,63 @@ final class ConnectionGuard: Sendable {
 
     let limits: Limits
     private let canned: Canned
-    private let entries = Mutex(Table())
-    private let timer: DeadlineTimer
+    /// Each event loop's connections.
+    private let tables: [Entries]
+    /// The connections of every loop (the limit is the server's).
+    private let open = Atomic<Int>(0)
     private let refusedCount = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
 
     /// The id each refusal carries as `X-Request-Id` (`HTTPHandler.refusalID`).
     private let refusalID: @Sendable () -> String?
 
-    init(limits: Limits, render: (ServerRefusal) -> Response, refusalID: @escaping @Sendable () -> String?) {
+    init(limits: Limits, loops: Int, render: (ServerRefusal) -> Response, refusalID: @escaping @Sendable () -> String?) {
         self.limits = limits
         self.canned = Canned(limits: limits, render: render)
         self.refusalID = refusalID
-        let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "thumbd.server.deadlines"))
-        timer = DeadlineTimer(source)
-        source.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
-        source.setEventHandler { [weak self] in self?.reap() }
-        source.resume()
+        tables = (0..<loops).map { _ in Entries() }
     }
 
-    func stop() { timer.cancel() }
+    /// Changes loop `loop`'s table, keeping the count of every loop's connections.
+    private func update<T>(_ loop: Int, _ body: (inout Table) -> T) -> T {
+        let (result, change) = tables[loop].table.withLock { table -> (T, Int) in
+            let before = table.count
+            let result = body(&table)
+            return (result, table.count - before)
+        }
+        if change != 0 { open.add(change, ordering: .relaxed) }
+        return result
+    }
 
     /// Connections refused or closed by this guard since start.
     var refused: Int { refusedCount.load(ordering: .relaxed) }
 
-    // MARK: MHD notifications (MHD threads)
+    // MARK: MHD notifications (on the connection's event loop)
 
     /// Shutdown: from now on every new connection gets 503 shutting_down and a close.
     func refuseNewConnections() { shuttingDown.store(true, ordering: .sequentiallyConsistent) }
 
-    func started(_ fd: Int32) {
-        entries.withLock { entries in
-            if shuttingDown.load(ordering: .sequentiallyConsistent) {
-                refuse(fd, canned.shuttingDown)
-                return
-            }
-            guard entries.count < limits.maxConnections else {
-                refuse(fd, canned.tooManyConnections)
-                return
-            }
-            entries[fd] = Entry(phase: .awaiting, since: Self.now)
+    func started(_ fd: Int32, loop: Int) {
+        let refusal: CannedAnswer? = if shuttingDown.load(ordering: .sequentiallyConsistent) {
+            canned.shuttingDown
+        } else if open.load(ordering: .relaxed) >= limits.maxConnections {
+            canned.tooManyConnections
+        } else {
+            nil
         }
+        if let refusal {
+            refuse(fd, refusal)
+            return
+        }
+        update(loop) { $0[fd] = Entry(phase: .awaiting, since: Self.now) }
     }
 
-    func closed(_ fd: Int32) {
-        entries.withLock { $0[fd] = nil }
+    func closed(_ fd: Int32, loop: Int) {
+        update(loop) { $0[fd] = nil }
     }
 
     /// A request line arrived; its query is not parsed yet.
-    func requestLine(_ fd: Int32, uri: UnsafePointer<CChar>) {
+    func requestLine(_ fd: Int32, loop: Int, uri: UnsafePointer<CChar>) {
         var parameters = 0
         var pointer = uri
         var inQuery = false
@@ -155,21 +170,19 @@ final class ConnectionGuard: Sendable {
             }
             pointer += 1
         }
-        entries.withLock { entries in
-            guard let entry = entries[fd], entry.phase != .refused else { return }
-            if parameters > limits.maxQueryParameters || nul {
-                refuse(fd, nul ? canned.nulInPath : canned.tooManyParameters)
-                entries[fd] = Entry(phase: .refused, since: Self.now)
-                return
-            }
-            entries[fd] = Entry(phase: .receiving, since: Self.now)
+        let refused = update(loop) { entries -> Bool in
+            guard let entry = entries[fd], entry.phase != .refused else { return false }
+            let refused = parameters > limits.maxQueryParameters || nul
+            entries[fd] = Entry(phase: refused ? .refused : .receiving, since: Self.now)
+            return refused
         }
+        if refused { refuse(fd, nul ? canned.nulInPath : canned.tooManyParameters) }
     }
 
     /// The request is complete and goes to its handler: no deadline until it is answered.
     /// Returns false when this guard refused the connection already: the request is dropped.
-    func processing(_ fd: Int32) -> Bool {
-        entries.withLock { entries in
+    func processing(_ fd: Int32, loop: Int) -> Bool {
+        update(loop) { entries in
             guard let entry = entries[fd] else { return true }
             if entry.phase == .refused { return false }
             entries[fd]!.phase = .processing
@@ -178,30 +191,36 @@ final class ConnectionGuard: Sendable {
     }
 
     /// The response was sent: the connection waits for the next request.
-    func completed(_ fd: Int32) {
-        entries.withLock { entries in
+    func completed(_ fd: Int32, loop: Int) {
+        update(loop) { entries in
             if let entry = entries[fd], entry.phase != .refused { entries[fd] = Entry(phase: .awaiting, since: Self.now) }
         }
     }
 
     // MARK: Deadlines
 
-    private func reap() {
+    /// Closes loop `loop`'s connections past their deadline: a 408 to one whose request did
+    /// not arrive whole in time, nothing to one idle too long. Run by that loop.
+    func reap(loop: Int) {
         let now = Self.now
         let idle = limits.idleTimeout.nanoseconds, request = limits.requestTimeout.nanoseconds
-        entries.withLock { entries in
+        let expired = update(loop) { entries -> [(fd: Int32, answered: Bool)] in
+            var expired: [(fd: Int32, answered: Bool)] = []
             for index in entries.indices {
                 guard let entry = entries[Int32(index)] else { continue }
-                let expired = switch entry.phase {
+                let past = switch entry.phase {
                 case .awaiting: now - entry.since > idle
                 case .receiving: now - entry.since > request
                 case .processing, .refused: false
                 }
-                guard expired else { continue }
-                let fd = Int32(index)
-                if entry.phase == .receiving { refuse(fd, canned.requestTimeout) } else { close(fd) }
-                entries[fd] = nil
+                guard past else { continue }
+                expired.append((Int32(index), entry.phase == .receiving))
+                entries[Int32(index)] = nil
             }
+            return expired
+        }
+        for (fd, answered) in expired {
+            if answered { refuse(fd, canned.requestTimeout) } else { close(fd) }
         }
     }
 
@@ -266,12 +285,4 @@ private struct Canned: Sendable {
         default: "Error"
         }
     }
-}
-
-/// The deadline timer: set up once, cancelled once; Dispatch sources are thread-safe.
-private final class DeadlineTimer: @unchecked Sendable {  // Dispatch sources are thread-safe
-    private let source: any DispatchSourceTimer
-    init(_ source: any DispatchSourceTimer) { self.source = source }
-    func cancel() { source.cancel() }
-    deinit { source.cancel() }
 }

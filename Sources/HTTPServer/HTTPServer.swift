@@ -5,13 +5,14 @@ import Logging
 import Support
 import Synchronization
 
-/// libmicrohttpd, internally polled with epoll on a pool of threads. A request that must
-/// wait is suspended (`MHD_suspend_connection`) and holds no thread until `respond` resumes it.
+/// libmicrohttpd on event loops of ours: one thread per loop, each running a daemon of its own
+/// (`MHD_run`, epoll) that accepts from the one listening socket, and each the one writer of
+/// the sockets its daemon accepted (`EventLoop`). A request that must wait is suspended
+/// (`MHD_suspend_connection`) and holds no thread until `respond` hands its answer to the loop.
 public final class HTTPServer: Sendable {
-    /// Everything the server needs to know, in its own terms (no product settings).
     public struct Configuration: Sendable {
         public var listen: ListenAddress
-        /// Worker threads (epoll, one event loop each).
+        /// Event loops (a thread each, epoll): each writes the sockets it accepted.
         public var threads = 2
         /// Open client connections, idle and suspended included; past it, a 503 and a close.
         public var maxConnections = 10_000
@@ -45,11 +46,11 @@ public final class HTTPServer: Sendable {
     private let running = Slot<Running>()
     private let stopped = Mutex(false)
 
-    /// What a started server holds: its core, libmicrohttpd's daemon, the logger handed to
-    /// it, and the port bound.
+    /// What a started server holds: its core, its event loops (each with its daemon), the
+    /// logger handed to libmicrohttpd, and the port bound.
     private struct Running: Sendable {
         let core: ServerCore
-        let daemon: DaemonPointer
+        let loops: [EventLoop]
         let loggerBox: LoggerPointer
         let port: UInt16
     }
@@ -65,48 +66,60 @@ public final class HTTPServer: Sendable {
         self.logger = logger
     }
 
-    /// Binds the listen address and starts libmicrohttpd's threads; once. Throws when the
-    /// address cannot be bound (nothing is left running then).
+    /// Binds the listen address and starts the event loops; once. Throws when the address
+    /// cannot be bound (nothing is left running then).
     public func start() throws(HTTPServerError) {
         guard running.value == nil, !stopped.withLock({ $0 }) else { return }
         let address = configuration.listen
-        let core = ServerCore(handler: handler, configuration: configuration, logger: logger)
-        let retainedCore = Unmanaged.passRetained(core)  // released in stop(), after MHD has stopped
-        let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
-        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
-            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue | MHD_USE_TURBO.rawValue
-        if address.ip.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         let configuration = configuration
-        let started: OpaquePointer? = address.ip.withSocketAddress(port: address.port) { socketAddress, _ in
-            thumbd_mhd_start(
-                flags, socketAddress, accessHandler, retainedCore.toOpaque(),
-                requestCompleted, retainedCore.toOpaque(), connectionNotified, requestLineSeen, retainedCore.toOpaque(),
-                loggerBox.raw,
-                UInt32(configuration.threads), UInt32(configuration.maxConnections + ConnectionGuard.headroom),
-                UInt32(configuration.listenBacklog), UInt32(configuration.idleTimeout.components.seconds),
-                configuration.maxRequestBytes)
+        let listening = address.ip.withSocketAddress(port: address.port) { socketAddress, length in
+            thumbd_listen(socketAddress, length, Int32(configuration.listenBacklog))
         }
-        guard let started else {
-            let reason = String(cString: strerror(errno))
-            retainedCore.release()
-            loggerBox.free()
-            core.watcher.stop()
-            core.connections.stop()
-            throw .listenFailed(address: address.description, reason: reason)
+        guard listening >= 0 else {
+            throw .listenFailed(address: address.description, reason: String(cString: strerror(errno)))
         }
-        running.set(Running(core: core, daemon: DaemonPointer(raw: started), loggerBox: loggerBox,
-                            port: thumbd_mhd_bind_port(started)))
+        let port = thumbd_socket_port(listening)
+        let core = ServerCore(handler: handler, configuration: configuration, logger: logger)
+        let retainedCore = Unmanaged.passRetained(core)  // the logger's; released in stop()
+        let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
+        var flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
+            | MHD_USE_TURBO.rawValue
+        if address.ip.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        var loops: [EventLoop] = []
+        for index in 0..<max(1, configuration.threads) {
+            let loop = EventLoop(index: index, core: core)
+            // Each daemon closes the socket it was given: a duplicate each but the first.
+            let socket = index == 0 ? listening : fcntl(listening, F_DUPFD_CLOEXEC, 0)
+            let cls = Unmanaged.passUnretained(loop).toOpaque()  // the loops outlive their daemons
+            guard socket >= 0, let daemon = thumbd_mhd_start(
+                flags, socket, accessHandler, cls, requestCompleted, cls, connectionNotified, requestLineSeen, cls,
+                loggerBox.raw, UInt32(configuration.maxConnections + ConnectionGuard.headroom),
+                UInt32(configuration.idleTimeout.components.seconds), configuration.maxRequestBytes)
+            else {
+                let reason = String(cString: strerror(errno))
+                if index == 0 { close(listening) }
+                Self.stop(loops + [loop])
+                retainedCore.release()
+                loggerBox.free()
+                throw .listenFailed(address: address.description, reason: reason)
+            }
+            loop.start(daemon)
+            loops.append(loop)
+        }
+        running.set(Running(core: core, loops: loops, loggerBox: loggerBox, port: port))
+    }
+
+    /// Ends the loops' threads, then stops their daemons (closing what connections are left).
+    private static func stop(_ loops: [EventLoop]) {
+        for loop in loops { loop.stop() }
+        for loop in loops { loop.close() }
     }
 
     /// Refuses new connections (503 shutting_down, then closed) and new suspensions;
     /// requests already waiting keep waiting. Step one of a graceful shutdown.
     ///
-    /// Not `MHD_quiesce_daemon`: with epoll and a thread pool it races the workers, which
-    /// remove the listen socket from their epoll sets themselves once they see the daemon
-    /// quiesced; the loser of that race gets ENOENT and libmicrohttpd 0.9.75 aborts the
-    /// process ("Failed to remove listen FD from epoll set", seen once in 40 runs of the
-    /// batch tests). The listen socket stays open until `stop()`, and whoever connects
-    /// meanwhile is answered at once and never suspended.
+    /// Not `MHD_quiesce_daemon`: the listen socket stays open until `stop()`, and whoever
+    /// connects meanwhile is answered at once and never suspended.
     public func stopAccepting() {
         guard let core = running.value?.core else { return }
         core.refuseSuspensions()
@@ -133,10 +146,8 @@ public final class HTTPServer: Sendable {
         if !core.wait(until: .noneSuspended, timeout: .seconds(10)) {
             core.logger.critical("server.stop with suspended connections left; they are dropped")
         }
-        MHD_stop_daemon(running.daemon.raw)
-        core.watcher.stop()
-        core.connections.stop()
-        Unmanaged.passUnretained(core).release()  // the retain handed to MHD as `cls`
+        Self.stop(running.loops)
+        Unmanaged.passUnretained(core).release()  // the logger's retain
         running.loggerBox.free()
     }
 
@@ -194,11 +205,6 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         self.port = port
         ip = IPAddress(bytes: [127, 0, 0, 1])!  // four bytes are always an address
     }
-}
-
-/// The daemon handle: created once, stopped once, used by `HTTPServer` only.
-private struct DaemonPointer: @unchecked Sendable {  // a C handle: started once, stopped once, by HTTPServer alone
-    let raw: OpaquePointer
 }
 
 /// The C logger struct handed to MHD; it must outlive the daemon, so it is freed in stop().

@@ -105,9 +105,9 @@ public enum StreamRead: Sendable {
     case end
 }
 
-/// A body produced over time (Server-Sent Events). The server calls `read` on its own
-/// threads, one call at a time; the stream calls the waker from any thread when it has
-/// something new after answering `.wait`.
+/// A body produced over time (Server-Sent Events). The server calls `read` on the
+/// connection's event loop, one call at a time; the stream calls the waker from any thread
+/// when it has something new after answering `.wait`, and the loop reads and writes it.
 public protocol ResponseStream: AnyObject, Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead
     /// Called once, before the first `read`.
@@ -119,16 +119,15 @@ public protocol ResponseStream: AnyObject, Sendable {
     /// this way once it has nothing to send after `HTTPServer.stopAccepting`, whatever woke
     /// it then, so its last words always come before its end.
     func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int
-    /// The socket of a suspended stream has room again for the rest of a chunk: call
-    /// `waker.wake()` on the thread that writes this stream (by default, this one).
-    func socketHasRoom(_ waker: any StreamWaker)
 }
 
 extension ResponseStream {
     public func lastWords(into buffer: UnsafeMutableRawBufferPointer) -> Int { 0 }
-    public func socketHasRoom(_ waker: any StreamWaker) { waker.wake() }
 }
 
+/// Wakes a suspended stream: from any thread, never while holding a lock that the stream's
+/// `read` takes. The connection's event loop does the reading and the writing, at its next
+/// turn; wakes before that turn are one.
 public protocol StreamWaker: AnyObject, Sendable {
     func wake()
 }

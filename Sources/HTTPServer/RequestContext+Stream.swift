@@ -8,21 +8,22 @@ import Synchronization
 /// spin). Both sides take the context's lock, so a wake can never fall between "nothing to
 /// send" and "suspended".
 ///
-/// **A wake writes directly.** It does not resume the connection just to have MHD call the
+/// **A wake writes directly, on the connection's event loop.** A stream's producer (any
+/// thread) calls `wake`, which hands the context to its loop (`schedule`, at most once until
+/// the loop's turn); the loop does not resume the connection just to have MHD call the
 /// reader and send a few hundred bytes: while the connection is suspended MHD does not touch
 /// its socket, and its output stands between two chunks of the chunked body (MHD asks the
-/// reader for more only once everything before has been sent), so the waker frames what the
+/// reader for more only once everything before has been sent), so the loop frames what the
 /// stream has as chunks of its own and sends them straight to the socket without blocking;
 /// the connection stays suspended. That is one `send` per subscriber per event instead of a
-/// resume, an eventfd write, a pass of MHD's loop, a read attempt and two `epoll_ctl` calls:
-/// with a thousand subscribers it roughly halved the time for an event to reach them all.
-/// The send runs after the context's lock is released (`writing` marks it): the watcher's
-/// hang-up and MHD never wait behind a syscall, and a wake that comes meanwhile leaves the
-/// sending one a note (`wakeAgain`) to look at the stream once more.
+/// resume, a pass of MHD's loop, a read attempt and two `epoll_ctl` calls: with a thousand
+/// subscribers a resume each took three times as long for an event to reach them all. The
+/// send runs after the context's lock is released (`writing` marks it): a producer never
+/// waits behind a syscall.
 ///
 /// When the socket takes only part of a chunk, the rest is kept and the connection stays
-/// suspended (MHD must not write in the middle of our chunk) until the `SocketWatcher` says
-/// there is room; once the chunk is complete, MHD takes over again. MHD also takes over when
+/// suspended (MHD must not write in the middle of our chunk) until the loop sees room in the
+/// socket; once the chunk is complete, MHD takes over again. MHD also takes over when
 /// the stream ends (it writes the last chunk) and when the client has gone. The response
 /// must really be chunked for this, so it is only done for HTTP/1.1, where libmicrohttpd
 /// always chunks a body of unknown length (`EventStreamFramingTests`); HTTP/1.0 clients get
@@ -68,19 +69,21 @@ extension RequestContext {
                 if !state.flags[.watching] {
                     state.flags[.watching] = true
                     let fd = thumbd_mhd_connection_fd(connection.raw)
-                    if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
+                    if fd >= 0 { state.watchToken = loop.watch(fd: fd, observer: self) ?? 0 }
                 }
                 return 0
             }
         }
     }
 
-    /// Something new for the stream to send, or room to finish a chunk: write it while
-    /// suspended, or hand the connection back to MHD. Called on the stream's one writer
-    /// thread (its owner decides which: `ResponseStream.socketHasRoom`), never on the
-    /// watcher's. The lock only decides who writes: the send itself runs after it is
-    /// released, with `writing` set, so the watcher and MHD never wait behind a syscall.
-    public func wake() {
+    /// Something new for the stream to send: from any thread; the connection's loop sends it.
+    public func wake() { schedule() }
+
+    /// On the loop: write what the stream has while suspended, or hand the connection back
+    /// to MHD. The send runs after the lock is released, with `writing` set, so a producer
+    /// never waits behind a syscall.
+    func wakeNow() {
+        loop.assertIsWriter()
         var work = state.withLock { state in claim(&state) }
         while true {
             switch work {
@@ -150,7 +153,7 @@ extension RequestContext {
         case .partly(let rest):
             state.pending = rest
             if state.flags[.gone] || state.flags[.closed] || server.isRefusing { return giveBack(&state) }
-            if state.watchToken != 0 { server.watcher.awaitWritable(state.watchToken) }
+            if state.watchToken != 0 { loop.awaitWritable(state.watchToken) }
             return .nothing
         case .waiting:
             // The client left, or a wake came, while this one was sending: look again.
@@ -200,11 +203,10 @@ extension RequestContext {
         return .partly(Array(UnsafeRawBufferPointer(rebasing: bytes[max(sent, 0)...])))
     }
 
-    /// The socket has room again (on the watcher's thread): the stream's writer finishes
-    /// our chunk (`wake`), then lets MHD carry on.
+    /// The socket has room again (on the loop): the rest of our chunk goes, then MHD carries on.
     func socketWritable() {
-        let stream = state.withLock { state in state.flags[.suspended] && !state.pending.isEmpty ? state.stream : nil }
-        stream?.socketHasRoom(self)
+        let due = state.withLock { state in state.flags[.suspended] && !state.pending.isEmpty }
+        if due { wakeNow() }
     }
 
     /// The client hung up while a stream was suspended: end the stream now rather than at
@@ -213,7 +215,7 @@ extension RequestContext {
     func streamGone() -> Bool {
         let (open, resume) = state.withLock { state -> (Bool, Bool) in
             guard state.stream != nil else { return (false, false) }
-            state.watchToken = 0  // the watcher dropped it already
+            state.watchToken = 0  // the loop dropped it already
             state.flags[.gone] = true
             // A wake sending right now hands the connection back once its send returns.
             if state.flags[.writing] { return (true, false) }
@@ -236,7 +238,7 @@ extension RequestContext {
     func closeStream() {
         let stream = state.withLock { state -> (any ResponseStream)? in
             state.flags[.closed] = true
-            if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
+            if state.watchToken != 0 { loop.unwatch(state.watchToken) }
             state.watchToken = 0
             defer { state.stream = nil }
             return state.stream

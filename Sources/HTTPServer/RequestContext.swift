@@ -4,7 +4,9 @@ import Synchronization
 
 /// One request's life on a connection: answered at once, or suspended until `respond` is
 /// called from any thread; and when the answer is a stream, that stream's reader and the one
-/// holder of its suspension (`RequestContext+Stream.swift`). Owned by libmicrohttpd through
+/// holder of its suspension (`RequestContext+Stream.swift`). Whatever another thread gives it
+/// (the answer, a stream's new events) is handed to the connection's event loop, which alone
+/// resumes the connection and writes its socket (`runOnLoop`). Owned by libmicrohttpd through
 /// `req_cls` (one retain, released in the request-completed callback), and for a stream also
 /// through the response (a second retain, released when MHD frees it).
 ///
@@ -28,7 +30,7 @@ public final class RequestContext: Sendable, StreamWaker {
         /// What `finished` reports: the request as the handler saw it, and what was sent
         /// (with the extra headers, always sent with it).
         var request: (method: String, path: String, query: Fields)?
-        /// The socket watcher's token for this connection; 0: not watched.
+        /// The event loop's watch of this connection's socket; 0: not watched.
         var watchToken: UInt64 = 0
         var sent: (headers: [(String, String)], bytes: Int?, status: Int16)?
         /// The handler's route for the request (`HTTPHandler.route(of:)`).
@@ -56,6 +58,10 @@ public final class RequestContext: Sendable, StreamWaker {
             static let writing = Flags(rawValue: 1 << 8)
             /// A wake came while another was sending: that one looks at the stream again.
             static let wakeAgain = Flags(rawValue: 1 << 9)
+            /// Waits in the event loop's queue (`schedule`): queued at most once.
+            static let queued = Flags(rawValue: 1 << 10)
+            /// `respond` gave the answer to a suspended request: the loop resumes it.
+            static let resumeDue = Flags(rawValue: 1 << 11)
 
             subscript(member: Flags) -> Bool {
                 get { contains(member) }
@@ -97,43 +103,67 @@ public final class RequestContext: Sendable, StreamWaker {
     let started = ContinuousClock.now
 
     let state = Mutex(State())
-    /// The MHD connection: used on MHD's threads, except `MHD_resume_connection`, which MHD
-    /// allows from any thread, and the socket of a suspended stream (see `wake`). That is
-    /// why the raw handle may be shared.
+    /// The MHD connection: used on its event loop's thread only.
     let connection: ConnectionPointer
     unowned let server: ServerCore
+    /// The connection's event loop: its one writer.
+    let loop: EventLoop
 
     final class Answer: Sendable {
         let response: Response
         init(_ response: Response) { self.response = response }
     }
 
-    init(connection: OpaquePointer, server: ServerCore) {
+    init(connection: OpaquePointer, server: ServerCore, loop: EventLoop) {
         self.connection = ConnectionPointer(raw: connection)
         self.server = server
+        self.loop = loop
     }
 
-    /// Delivers the response. The first call wins; later ones are ignored.
+    /// Delivers the response, from any thread: the connection's loop resumes it and sends
+    /// it. The first call wins; later ones are ignored.
     public func respond(_ response: Response) {
-        // The watch to drop, then the resume: after the lock, which MHD's threads take from
-        // inside MHD's own (its callbacks), so that no thread holds ours while it waits for MHD's.
-        let resume = state.withLock { state -> (token: UInt64, due: Bool) in
+        let due = state.withLock { state -> Bool in
             // Once an answer is queued (a stream's too), nothing replaces it.
-            guard state.response == nil, state.sent == nil, !state.flags[.finished] else { return (0, false) }
+            guard state.response == nil, state.sent == nil, !state.flags[.finished] else { return false }
             state.response = Answer(response)
-            guard state.flags[.suspended] else { return (0, false) }  // the server thread will pick it up itself
+            guard state.flags[.suspended] else { return false }  // the loop will pick it up itself
             state.flags[.suspended] = false
-            defer { state.watchToken = 0 }
-            return (state.watchToken, true)
+            state.flags[.resumeDue] = true
+            return true
         }
-        guard resume.due else { return }
-        if resume.token != 0 { server.watcher.unwatch(resume.token) }  // before resuming: MHD may then close the socket
+        if due { schedule() }
+    }
+
+    /// Hands this context to its loop, unless it waits there already (after the lock: the
+    /// loop's queue has a lock of its own).
+    func schedule() {
+        let first = state.withLock { state in
+            defer { state.flags[.queued] = true }
+            return !state.flags[.queued]
+        }
+        if first { loop.schedule(self) }
+    }
+
+    /// On the loop, its turn: resume the connection whose answer came, or write what the
+    /// stream has (`wakeNow`).
+    func runOnLoop() {
+        let resume = state.withLock { state -> (due: Bool, token: UInt64) in
+            state.flags[.queued] = false
+            guard state.flags[.resumeDue] else { return (false, 0) }
+            state.flags[.resumeDue] = false
+            defer { state.watchToken = 0 }
+            return (true, state.watchToken)
+        }
+        guard resume.due else { return wakeNow() }
+        if resume.token != 0 { loop.unwatch(resume.token) }  // before resuming: MHD may then close the socket
         resumeNow()
     }
 
-    /// Hands a connection this context marked as no longer suspended back to MHD. Never
-    /// under the context's lock.
+    /// Hands a connection this context marked as no longer suspended back to MHD, on the
+    /// loop, never under the context's lock.
     func resumeNow() {
+        loop.assertIsWriter()
         MHD_resume_connection(connection.raw)
         server.didResume()
     }
@@ -156,7 +186,7 @@ public final class RequestContext: Sendable, StreamWaker {
         state.withLock { $0.goneHandlers.append(handler) }
     }
 
-    // MARK: Server side (MHD threads)
+    // MARK: Server side (the event loop, in MHD's callbacks)
 
     /// Collects a piece of the request body; past `limit` the rest is dropped and the
     /// request will be answered 413.
@@ -205,19 +235,19 @@ public final class RequestContext: Sendable, StreamWaker {
             MHD_suspend_connection(connection.raw)
             state.flags[.suspended] = true
             let fd = thumbd_mhd_connection_fd(connection.raw)
-            if fd >= 0 { state.watchToken = server.watcher.watch(fd: fd, observer: self) ?? 0 }
+            if fd >= 0 { state.watchToken = loop.watch(fd: fd, observer: self) ?? 0 }
             return .suspended
         }
         if outcome == .refused { abandon() }
         return outcome
     }
 
-    /// The watcher saw the client hang up while suspended.
+    /// The loop saw the client hang up while suspended.
     func clientGone() {
         if streamGone() { return }
         let handlers = state.withLock { state -> [@Sendable () -> Void] in
             guard state.flags[.suspended], state.response == nil else { return [] }
-            state.watchToken = 0  // the watcher dropped it already
+            state.watchToken = 0  // the loop dropped it already
             defer { state.goneHandlers.removeAll() }
             return state.goneHandlers
         }
@@ -259,7 +289,7 @@ public final class RequestContext: Sendable, StreamWaker {
     func finish() -> Exchange? {
         state.withLock { state -> Exchange? in
             state.flags[.finished] = true
-            if state.watchToken != 0 { server.watcher.unwatch(state.watchToken) }
+            if state.watchToken != 0 { loop.unwatch(state.watchToken) }
             state.watchToken = 0
             guard let request = state.request else { return nil }
             let sent = state.sent ?? ([], 0, 499)
@@ -272,6 +302,6 @@ public final class RequestContext: Sendable, StreamWaker {
     }
 }
 
-struct ConnectionPointer: @unchecked Sendable {  // an MHD handle: used only while MHD keeps the connection
+struct ConnectionPointer: @unchecked Sendable {  // an MHD handle: used on its loop only, while MHD keeps the connection
     let raw: OpaquePointer
 }

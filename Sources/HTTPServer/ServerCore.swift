@@ -5,10 +5,11 @@ import Logging
 import Support
 import Synchronization
 
-/// What libmicrohttpd's callbacks reach through their `cls` pointer.
+/// What every event loop of a server shares: the handler, the settings, the connection
+/// guard, the counts of suspended and active requests. libmicrohttpd's callbacks reach it
+/// through their loop (`cls`).
 final class ServerCore: Sendable {
     let handler: any HTTPHandler
-    let watcher = SocketWatcher()
     let logger: Logger
     let maxBodyBytes: Int
     let requestHeaders: [String]
@@ -22,7 +23,8 @@ final class ServerCore: Sendable {
         let limits = ConnectionGuard.Limits(
             maxConnections: configuration.maxConnections, idleTimeout: configuration.idleTimeout,
             requestTimeout: configuration.requestTimeout, maxQueryParameters: configuration.maxQueryParameters)
-        self.connections = ConnectionGuard(limits: limits, render: handler.render, refusalID: { [handler] in handler.refusalID() })
+        self.connections = ConnectionGuard(limits: limits, loops: max(1, configuration.threads), render: handler.render,
+                                           refusalID: { [handler] in handler.refusalID() })
         self.handler = handler
         self.maxBodyBytes = configuration.maxBodyBytes
         self.requestHeaders = configuration.requestHeaders
@@ -84,10 +86,10 @@ final class ServerCore: Sendable {
         }
     }
 
-    // MARK: Called on MHD threads
+    // MARK: Called on the event loops, by MHD
 
     func access(
-        _ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        _ connection: OpaquePointer, loop: EventLoop, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
         version: UnsafePointer<CChar>?, upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
@@ -98,7 +100,7 @@ final class ServerCore: Sendable {
                                                maxBodyBytes: maxBodyBytes) {
                 return Self.queue(handler.render(refusal), on: connection, core: self, extra: refusalHeaders([("Connection", "close")]))
             }
-            let context = RequestContext(connection: connection, server: self)
+            let context = RequestContext(connection: connection, server: self, loop: loop)
             slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
             counts.withLock { $0.active += 1 }
             return .YES
@@ -112,7 +114,7 @@ final class ServerCore: Sendable {
         if context.start() {
             // Refused by the guard while its request line arrived (414, NUL in the path): the
             // answer is written and the socket shut; the request must not run.
-            guard connections.processing(thumbd_mhd_connection_fd(connection)) else { return .NO }
+            guard connections.processing(thumbd_mhd_connection_fd(connection), loop: loop.index) else { return .NO }
             guard let body = context.takeBody() else {
                 return Self.queue(handler.render(.bodyTooLarge(limit: maxBodyBytes)), on: connection, core: self,
                                   extra: refusalHeaders())
@@ -151,8 +153,8 @@ final class ServerCore: Sendable {
         return headers
     }
 
-    func completed(_ connection: OpaquePointer?, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
-        if let connection { connections.completed(thumbd_mhd_connection_fd(connection)) }
+    func completed(_ connection: OpaquePointer?, loop: EventLoop, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        if let connection { connections.completed(thumbd_mhd_connection_fd(connection), loop: loop.index) }
         guard let pointer = slot.pointee else { return }
         slot.pointee = nil
         if let exchange = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue().finish() {
@@ -263,8 +265,8 @@ final class ServerCore: Sendable {
 }
 
 let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, version, upload, uploadSize, slot in
-    let core = Unmanaged<ServerCore>.fromOpaque(cls!).takeUnretainedValue()
-    return core.access(connection!, url: url, method: method, version: version, upload: upload, uploadSize: uploadSize!, slot: slot!)
+    let loop = Unmanaged<EventLoop>.fromOpaque(cls!).takeUnretainedValue()
+    return loop.core.access(connection!, loop: loop, url: url, method: method, version: version, upload: upload, uploadSize: uploadSize!, slot: slot!)
 }
 
 /// Frees a response body handed to MHD: the one retain taken in `queue`.
@@ -275,15 +277,20 @@ private let releaseBody: MHD_ContentReaderFreeCallback = { cls in
 
 let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, slot, _ in
     guard let cls, let slot else { return }
-    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().completed(connection, slot)
+    let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
+    loop.core.completed(connection, loop: loop, slot)
 }
 
 let connectionNotified: MHD_NotifyConnectionCallback = { cls, connection, _, event in
     guard let cls, let connection else { return }
     let fd = thumbd_mhd_connection_fd(connection)
     guard fd >= 0 else { return }
-    let guardian = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections
-    if event == .CONNECTION_NOTIFY_STARTED { guardian.started(fd) } else { guardian.closed(fd) }
+    let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
+    if event == .CONNECTION_NOTIFY_STARTED {
+        loop.core.connections.started(fd, loop: loop.index)
+    } else {
+        loop.core.connections.closed(fd, loop: loop.index)
+    }
 }
 
 /// MHD's URI log callback: called with the request line's target before its query is parsed.
@@ -292,6 +299,8 @@ let requestLineSeen: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCh
     cls, uri, connection in
     guard let cls, let uri, let connection else { return nil }
     let fd = thumbd_mhd_connection_fd(connection)
-    if fd >= 0 { Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connections.requestLine(fd, uri: uri) }
+    guard fd >= 0 else { return nil }
+    let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
+    loop.core.connections.requestLine(fd, loop: loop.index, uri: uri)
     return nil
 }

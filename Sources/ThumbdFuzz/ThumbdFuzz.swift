@@ -22,7 +22,7 @@ enum Fuzz {
     static let requestGuard = RequestGuard(listenHost: "127.0.0.1", allowedHosts: ["thumbd.internal"],
                                            allowedOrigins: ["https://app.example"])
     static let connections = ConnectionGuard(limits: .init(maxConnections: 16, idleTimeout: .seconds(60),
-                                                           requestTimeout: .seconds(20), maxQueryParameters: 64),
+                                                           requestTimeout: .seconds(20), maxQueryParameters: 64), loops: 1,
                                              render: { Response(status: $0.status) }, refusalID: { nil })
 
     static func one(_ input: [UInt8]) {
@@ -108,9 +108,9 @@ enum Fuzz {
     /// refusals fail harmlessly).
     static func requestLine(_ bytes: [UInt8]) {
         let line = bytes.map { $0 == 0 ? 0x20 : CChar(bitPattern: $0) } + [0]
-        connections.started(-1)
-        line.withUnsafeBufferPointer { connections.requestLine(-1, uri: $0.baseAddress!) }
-        connections.closed(-1)
+        connections.started(-1, loop: 0)
+        line.withUnsafeBufferPointer { connections.requestLine(-1, loop: 0, uri: $0.baseAddress!) }
+        connections.closed(-1, loop: 0)
     }
 
     static func hostAndOrigin(_ text: String) {

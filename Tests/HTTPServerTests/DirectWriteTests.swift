@@ -7,22 +7,26 @@ import Synchronization
 import Testing
 import LoopbackClient
 
-/// A suspended stream's writes: the send runs after the context's lock is released, so a
-/// wake that comes meanwhile must not be lost, and nothing may be sent twice or out of order.
+/// A suspended stream's writes: producers on threads of their own wake it, and its
+/// connection's event loop, the socket's one writer, reads and sends: no wake may be lost,
+/// nothing sent twice or out of order, and no producer's thread may write.
 @Suite("HTTPServer: a suspended stream written directly")
 struct DirectWriteTests {
-    /// Lines appended by producers, each followed by a wake from the producer's own thread
-    /// (the default `socketHasRoom` wakes on the watcher's): wakes race one another.
+    /// Lines appended by producers, each followed by a wake from the producer's own thread:
+    /// wakes race one another. Records the threads that read it (where the socket is written).
     final class Lines: ResponseStream, @unchecked Sendable {  // mutable state only under `state`
         private struct State {
             var queued: [UInt8] = []
             var finished = false
             var waker: (any StreamWaker)?
+            var readers: Set<String> = []
         }
         private let state = Mutex(State())
 
         func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
-            state.withLock { state in
+            let thread = Thread.current.name ?? "unnamed"
+            return state.withLock { state in
+                state.readers.insert(thread)
                 if state.queued.isEmpty { return state.finished ? .end : .wait }
                 let count = min(buffer.count, state.queued.count)
                 state.queued.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }
@@ -50,6 +54,7 @@ struct DirectWriteTests {
         }
 
         var attached: Bool { state.withLock { $0.waker != nil } }
+        var readers: Set<String> { state.withLock { $0.readers } }
     }
 
     final class Handler: HTTPHandler {
@@ -60,7 +65,7 @@ struct DirectWriteTests {
         func render(_ refusal: ServerRefusal) -> Response { Response(status: refusal.status) }
     }
 
-    @Test("two producers waking one stream at once: every line arrives once, each producer's in order")
+    @Test("two producers waking one stream at once: every line arrives once, each producer's in order, all written by the connection's event loop")
     func racingWakes() async throws {
         let handler = Handler()
         let server = HTTPServer(configuration: .init(listen: try ListenAddress(parsing: "127.0.0.1:0")), handler: handler,
@@ -102,6 +107,9 @@ struct DirectWriteTests {
             let own = lines.filter { $0.hasPrefix("\(producer):") }.map { Int($0.dropFirst(2))! }
             #expect(own == Array(0..<perProducer))
         }
+        // Before, each producer's wake wrote the socket on the producer's own thread.
+        let readers = handler.stream.readers
+        #expect(readers.count == 1 && readers.allSatisfy { $0.hasPrefix("thumbd-http-") }, "read on \(readers)")
         #expect(server.waitUntilIdle(timeout: .seconds(10)))
     }
 }

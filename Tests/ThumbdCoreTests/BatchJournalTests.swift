@@ -34,12 +34,9 @@ struct BatchJournalTests {
         store.journalWrite("test.stall") { _ in stall.wait() }  // the writer is held: a slow or full disk
         var released = false
         defer { if !released { stall.signal() } }
-        let delivery = Delivery(lanes: 1)
-        delivery.start()
-        defer { delivery.stop() }
         let journal = BatchJournal.new(id: "b", store: store)
         let batch = Batch(id: "b", items: [(clientID: nil, url: "http://127.0.0.1:1/a.jpg")],
-                          progressInterval: .milliseconds(100), delivery: delivery, journal: journal)
+                          progressInterval: .milliseconds(100), journal: journal)
         let reader = EventStreams(retryMilliseconds: 3000).subscribe(batch.log, lastEventID: nil)
         reader.attach(NoWaker())
 

@@ -125,7 +125,7 @@ struct ShutdownTests {
         try await withOriginAndDaemon { origin, daemon in
             let services = daemon.thumbd.services
             #expect(services.map(\.description) == [
-                "store", "memory trimmer", "event delivery", "http server", "event streams", "processing", "transfers", "intake",
+                "store", "memory trimmer", "event keepalives", "http server", "event streams", "processing", "transfers", "intake",
             ])
             let log = InMemoryLogHandler()
             var logger = Logger(label: "test.group") { _ in log }
@@ -169,7 +169,7 @@ struct ShutdownTests {
             #expect(throws: ThumbdError.self) { try test.thumbd.start() }
         }
         #expect(!test.thumbd.isRunning)
-        let before = ["store", "memory trimmer", "event delivery", "http server", "event streams", "processing", "transfers"]
+        let before = ["store", "memory trimmer", "event keepalives", "http server", "event streams", "processing", "transfers"]
         #expect(Self.parts(log, "thumbd.part.started") == before)  // neither `/metrics` nor intake (the listen)
         #expect(Self.parts(log, "thumbd.part.stopped") == before.reversed())
         // The cache file was given back: another daemon starts on it.

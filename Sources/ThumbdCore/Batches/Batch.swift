@@ -101,24 +101,22 @@ package final class Batch: Sendable {
 
     package let id: String
     let log: EventLog
-    private let delivery: Delivery
     /// Its record in the store (nil: not kept across a restart).
     let journal: BatchJournal?
     let started: ContinuousClock.Instant
     private let progressInterval: Duration
     let state: Mutex<State>  // internal: the extensions in Batch+*.swift take it too
 
-    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration, delivery: Delivery,
+    init(id: String, items: [(clientID: String?, url: String)], progressInterval: Duration,
          cancelOffscreen: Bool = false, yieldsOffscreen: Bool = false, journal: BatchJournal? = nil,
          started: ContinuousClock.Instant = .now) {
         self.cancelOffscreen = cancelOffscreen
         self.yieldsOffscreen = yieldsOffscreen
-        self.delivery = delivery
         self.started = started
         self.journal = journal
         var record: (@Sendable (Int, String, String) -> Void)?
         if let journal { record = { id, name, json in journal.record(id, name, json) } }
-        let log = EventLog(delivery: delivery, record: record, visibleBelow: journal?.committedBelow)
+        let log = EventLog(record: record, visibleBelow: journal?.committedBelow)
         journal?.onCommit { [weak log] id in log?.release(below: id) }
         self.log = log
         self.id = id
@@ -319,8 +317,10 @@ package final class Batch: Sendable {
         return log.finish()
     }
 
+    /// New events for these subscribers: each stream's connection sends them, on its event
+    /// loop (the caller writes no socket).
     func wake(_ subscribers: [EventSubscriber]) {
-        delivery.wake(subscribers)
+        for subscriber in subscribers { subscriber.wake() }
     }
 
 }

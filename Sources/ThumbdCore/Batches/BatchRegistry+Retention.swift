@@ -34,7 +34,7 @@ extension BatchRegistry {
             if let previous, started <= previous { started = previous + .nanoseconds(1) }
             previous = started
             let batch = Batch(id: journal.id, items: request.items,
-                              progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
+                              progressInterval: .milliseconds(configuration.progressIntervalMilliseconds),
                               cancelOffscreen: request.cancelOffscreen,
                               yieldsOffscreen: yieldsOffscreen(request),
                               journal: BatchJournal(id: journal.id, store: source.store, reserved: journal.reserved),

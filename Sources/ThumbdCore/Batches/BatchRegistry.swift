@@ -18,8 +18,6 @@ final class BatchRegistry: Sendable {
     let queue = DispatchQueue(label: "thumbd.batches")
     /// The keepalive timer, from `start()` on.
     private let timer = Slot<TimerBox>()
-    /// The lanes that write events to many streams at once; stopped with the registry.
-    let delivery = Delivery()
     let signer: URLSigner
     /// Every open event stream (keepalives and the shutdown reach them through it).
     let streams: EventStreams
@@ -36,13 +34,12 @@ final class BatchRegistry: Sendable {
         self.source = source
         self.variants = variants
         self.policy = policy
-        self.streams = EventStreams(retryMilliseconds: configuration.retryMilliseconds, delivery: delivery)
+        self.streams = EventStreams(retryMilliseconds: configuration.retryMilliseconds)
     }
 
-    /// Starts the delivery lanes and the keepalive timer; once.
+    /// Starts the keepalive timer; once.
     func start() {
         guard timer.value == nil else { return }
-        delivery.start()
         let source = DispatchSource.makeTimerSource(queue: queue)
         let interval = DispatchTimeInterval.milliseconds(Int(configuration.keepaliveSeconds * 1000))
         source.schedule(deadline: .now() + interval, repeating: interval)
@@ -68,7 +65,7 @@ final class BatchRegistry: Sendable {
         let id = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
         let journal = body.map { _ in BatchJournal.new(id: id, store: source.store) }
         let batch = Batch(id: id, items: request.items,
-                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds), delivery: delivery,
+                          progressInterval: .milliseconds(configuration.progressIntervalMilliseconds),
                           cancelOffscreen: request.cancelOffscreen, yieldsOffscreen: yieldsOffscreen(request), journal: journal)
         pruneFinished()
         let admitted = batches.withLock { batches -> Bool in
@@ -211,7 +208,7 @@ final class BatchRegistry: Sendable {
         timer.value?.cancel()
         // Each one sends what it has left; then, with nothing more, the server ends it after
         // its `shutdown` event (`EventSubscriber.lastWords`).
-        delivery.wake(streams.subscribers)
+        for subscriber in streams.subscribers { subscriber.wake() }
     }
 
     /// Shutdown, before transfers are aborted: the batches' journals record nothing more, so
@@ -220,16 +217,18 @@ final class BatchRegistry: Sendable {
         for batch in batches.withLock({ Array($0.values) }) { batch.journal?.close() }
     }
 
-    /// After the server has stopped: ends the delivery lanes.
+    /// After the server has stopped: no more keepalives.
     func stop() {
         timer.value?.cancel()
-        delivery.stop()
     }
 
     func tick() {
         pruneFinished()
         pruneJournals()
-        delivery.wake(streams.subscribers, keepalive: true)
+        for subscriber in streams.subscribers {
+            subscriber.requestKeepalive()
+            subscriber.wake()
+        }
     }
 }
 

@@ -9,7 +9,7 @@ private let serverDefaults = HTTPServer.Configuration()
 package struct ServerConfiguration: Sendable {
     /// `server.listen`: HOST:PORT to listen on. Port 0 picks a free port (tests).
     package var listen = serverDefaults.listen.description
-    /// `server.threads`: libmicrohttpd worker threads (epoll, one event loop each).
+    /// `server.threads`: event loops (a thread each running one libmicrohttpd daemon on epoll).
     package var threads = serverDefaults.threads
     /// `server.maxConnections`: open client connections, idle and suspended included.
     package var maxConnections = serverDefaults.maxConnections

@@ -11,8 +11,9 @@ extension Thumbd {
     /// before it in that same order. Each starts once the one before it has started:
     /// 1. store: the cache file opened (its lock taken, the writer started);
     /// 2. memory trimmer;
-    /// 3. event delivery: its lanes and the keepalive timer;
-    /// 4. HTTP server: nothing to start (it listens from intake on); its stop is here;
+    /// 3. event keepalives: the timer that sends them (and forgets finished batches);
+    /// 4. HTTP server: nothing to start (it listens from intake on); its stop is here: its
+    ///    event loops, which write every client socket, event streams' included;
     /// 5. event streams (nothing to start);
     /// 6. processing: the resize lane's workers;
     /// 7. transfers: the loops' threads;
@@ -33,7 +34,7 @@ extension Thumbd {
     /// 5. event streams: each ends after the events it has not read yet;
     /// 6. HTTP server: once every answer is out (libmicrohttpd must not stop while a
     ///    connection is suspended);
-    /// 7. event delivery: its lanes;
+    /// 7. event keepalives: the timer;
     /// 8. memory trimmer;
     /// 9. store: access times flushed, the WAL checkpointed, SQLite closed.
     func services(_ parts: Parts) -> ([DaemonService], StartOrder) {
@@ -53,7 +54,7 @@ extension Thumbd {
         }
         let freeMemory = parts.freeMemory
         add("memory trimmer", start: freeMemory.start, stop: freeMemory.stop)
-        add("event delivery", start: batches.start, stop: batches.stop)
+        add("event keepalives", start: batches.start, stop: batches.stop)
         add("http server", start: {}) {
             if !server.waitUntilIdle(timeout: .seconds(5)) {
                 logger.warning("thumbd.stopping with requests still open",

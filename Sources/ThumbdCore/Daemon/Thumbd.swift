@@ -12,7 +12,7 @@ import Upstream
 /// no thread yet; each part is then a `DaemonService` (`services`), whose `run()` starts it
 /// once the one before it has started and stops it on the group's graceful shutdown.
 /// `thumbd serve` and `run()` run them in one `ServiceGroup`: they start in the order of that
-/// list (the cache, the memory trimmer, the batches' delivery, the resize lane, the transfer
+/// list (the cache, the memory trimmer, the batches' keepalives, the resize lane, the transfer
 /// loops, and last the HTTP servers' listening and the batches kept across a restart, so no
 /// request reaches a part not started), and SIGTERM or SIGINT
 /// stops them in reverse, every thread started included; a part that fails to start stops

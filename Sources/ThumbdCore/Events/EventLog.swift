@@ -44,16 +44,12 @@ package final class EventLog: Sendable {
 
     private let state = Mutex(State())
 
-    /// Who writes to many subscribers at once (nil: the caller's thread does).
-    private let delivery: Delivery?
-
     /// Told of every event appended (id, name, JSON), under the log's lock so in order: the
     /// batch's journal records them.
     private let record: (@Sendable (Int, String, String) -> Void)?
 
     /// `visibleBelow`: the first id the journal has not yet reserved (nil: nothing waits).
-    init(delivery: Delivery? = nil, record: (@Sendable (Int, String, String) -> Void)? = nil, visibleBelow: Int? = nil) {
-        self.delivery = delivery
+    init(record: (@Sendable (Int, String, String) -> Void)? = nil, visibleBelow: Int? = nil) {
         self.record = record
         if let visibleBelow { state.withLock { $0.visibleBelow = visibleBelow } }
     }
@@ -218,9 +214,7 @@ package final class EventLog: Sendable {
     /// stream's locks, and waking takes the others'.
     private func wakeLater(_ subscribers: [EventSubscriber]) {
         guard !subscribers.isEmpty else { return }
-        Self.timers.async { [delivery] in
-            if let delivery { delivery.wake(subscribers) } else { for subscriber in subscribers { subscriber.wake() } }
-        }
+        Self.timers.async { for subscriber in subscribers { subscriber.wake() } }
     }
 
     var count: Int { state.withLock { $0.events.count } }

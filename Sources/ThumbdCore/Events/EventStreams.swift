@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Every open event stream of a daemon, counted by the log it reads, and what they all share:
-/// the `retry:` line they start with and the lanes that write them. Each stream holds one
+/// the `retry:` line they start with. Each stream holds one
 /// reference to this instead of a copy of each (10,000 streams are open at a time).
 ///
 /// The streams themselves are their logs' subscribers; here each log has a count, so 10,000
@@ -11,13 +11,10 @@ import Synchronization
 final class EventStreams: Sendable {
     /// The bytes every stream starts with: how long EventSource waits before it reconnects.
     let preamble: [UInt8]
-    /// The streams' writer (nil: whoever wakes a subscriber, in tests without a server).
-    let delivery: Delivery?
     private let logs = Mutex<[ObjectIdentifier: (log: EventLog, count: Int)]>([:])
 
-    init(retryMilliseconds: Int, delivery: Delivery? = nil) {
+    init(retryMilliseconds: Int) {
         preamble = Array("retry: \(retryMilliseconds)\n\n".utf8)  // well under 64 KB: counted in a UInt16
-        self.delivery = delivery
     }
 
     /// A new stream reading `log` from the event after `lastEventID`.

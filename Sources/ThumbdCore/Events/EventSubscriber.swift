@@ -24,9 +24,6 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
 
     private let log: EventLog
     private let state: Mutex<State>
-    /// Whether the subscriber waits in `Delivery`'s queue: it is queued at most once. (Here,
-    /// in the room the lock's state leaves before the next word.)
-    private let queued = Atomic(false)
     /// What every stream shares (the `retry:` line, the writer), and who counts it.
     private let streams: EventStreams
 
@@ -52,17 +49,11 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
         streams.ended(on: log)
     }
 
-    /// Something new in the log (or a keepalive is due): have the connection send it. Called
-    /// by its delivery lane only (`Delivery`): while the connection is suspended the waker
-    /// writes the socket on this thread.
+    /// Something new in the log (or a keepalive is due): have the connection send it. From
+    /// any thread, holding no lock of a log's or a stream's: the connection's event loop
+    /// reads this stream and writes its socket at its next turn.
     func wake() {
-        streams.delivery?.assertIsWriter()
         state.withLock { $0.waker }?.wake()
-    }
-
-    /// The socket has room again for the rest of a chunk: its writer finishes it.
-    func socketHasRoom(_ waker: any StreamWaker) {
-        if let delivery = streams.delivery { delivery.wake([self]) } else { waker.wake() }
     }
 
     /// Shutdown: the stream says so before it ends, in an event without an id (it is not
@@ -86,15 +77,6 @@ final class EventSubscriber: ResponseStream, @unchecked Sendable {  // mutable s
     /// The next read sends a `: keepalive` comment if it has no event to send.
     func requestKeepalive() {
         state.withLock { $0.keepalivePending = true }
-    }
-
-    /// Marks it queued; false when it already was.
-    func markQueued() -> Bool {
-        queued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-    }
-
-    func unmarkQueued() {
-        queued.store(false, ordering: .releasing)
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {

@@ -1,0 +1,256 @@
+import Support
+internal import CMicroHTTPD
+import Foundation
+import Glibc
+import Synchronization
+
+/// One of the server's event loops: a thread of ours that runs one libmicrohttpd daemon
+/// (`MHD_run`, no thread of MHD's) and is the one writer of every socket that daemon
+/// accepted, as a channel's event loop is in swift-nio. Whatever another thread has for a
+/// connection (an answer given later, new events for a stream) it hands to the loop
+/// (`schedule`), and the loop writes or resumes at its next turn; nothing else writes a
+/// client socket or calls into MHD for it.
+///
+/// One epoll set holds what the loop waits for: its wake-up eventfd, the daemon's own epoll
+/// set (nested: readable when MHD has work), and the sockets of suspended connections, which
+/// MHD does not poll: for the client hanging up (MHD would only notice at its next write),
+/// and, on request, for room to write (a stream that writes its socket itself while
+/// suspended, `RequestContext+Stream`). Each such watch is one shot and re-armed after it
+/// fires. Every 250 ms the loop has the connection guard look at its connections'
+/// deadlines, on this same thread.
+final class EventLoop: Sendable {
+    let index: Int
+    let core: ServerCore
+    private let epoll: Int32
+    private let wakeFD: Int32
+    /// The daemon, from `start` on; used on this loop's thread, and by `HTTPServer.stop` once
+    /// the thread has exited.
+    private let daemon = Slot<DaemonHandle>()
+    private let queue = Mutex(Queue())
+    private let watched = Mutex(Watched())
+    private let finished = DispatchSemaphore(value: 0)
+    /// The loop thread's `pthread_self`, 0 before it runs and after it exited.
+    private let owner = Atomic<UInt>(0)
+
+    private static let wakeToken: UInt64 = 0, daemonToken: UInt64 = 1
+    private static let tick: Duration = .milliseconds(250)
+
+    /// What other threads hand to the loop.
+    private struct Queue {
+        var contexts: [RequestContext] = []
+        /// The eventfd was written since the loop last took the queue.
+        var signalled = false
+        var stopping = false
+        var exited = false
+    }
+
+    /// The watched sockets' contexts, by socket number: the kernel hands out the lowest free
+    /// number, so the array stays near the count of open files, and an entry is found without
+    /// hashing. 10,000 open event streams are 10,000 entries, 16 bytes each.
+    private struct Watched {
+        /// A token is the socket number with this in the high half, so that an event for a
+        /// socket that was closed and its number reused is not taken for the new one's (and a
+        /// token is never 0 or 1, the loop's own).
+        var generation: UInt32 = 0
+        var slots: [(token: UInt64, context: RequestContext)?] = []
+
+        mutating func add(fd: Int32, _ context: RequestContext) -> UInt64 {
+            generation = generation == .max ? 1 : generation + 1
+            let token = UInt64(generation) << 32 | UInt64(UInt32(bitPattern: fd))
+            let index = Int(fd)
+            if index >= slots.count {
+                slots.append(contentsOf: repeatElement(nil, count: max(index + 1, 2 * slots.count) - slots.count))
+            }
+            slots[index] = (token, context)
+            return token
+        }
+
+        /// The socket and context of `token`, while it is still the socket's watch.
+        func find(_ token: UInt64) -> (fd: Int32, context: RequestContext)? {
+            let fd = Int32(bitPattern: UInt32(truncatingIfNeeded: token))
+            guard fd >= 0, Int(fd) < slots.count, let slot = slots[Int(fd)], slot.token == token else { return nil }
+            return (fd, slot.context)
+        }
+
+        mutating func remove(_ token: UInt64) -> (fd: Int32, context: RequestContext)? {
+            guard let found = find(token) else { return nil }
+            slots[Int(found.fd)] = nil
+            return found
+        }
+    }
+
+    init(index: Int, core: ServerCore) {
+        self.index = index
+        self.core = core
+        epoll = thumbd_watch_create()
+        wakeFD = thumbd_watch_eventfd()
+        precondition(epoll >= 0 && wakeFD >= 0, "epoll/eventfd: \(String(cString: strerror(errno)))")
+        precondition(thumbd_watch_add_input(epoll, wakeFD, Self.wakeToken) == 0, "epoll_ctl: \(String(cString: strerror(errno)))")
+    }
+
+    /// Runs `daemon` on the loop's own thread, from now on.
+    func start(_ daemon: OpaquePointer) {
+        let handle = DaemonHandle(raw: daemon)
+        self.daemon.set(handle)
+        let mhdEpoll = thumbd_mhd_epoll_fd(daemon)
+        precondition(mhdEpoll >= 0 && thumbd_watch_add_input(epoll, mhdEpoll, Self.daemonToken) == 0,
+                     "the daemon's epoll set: \(String(cString: strerror(errno)))")
+        let thread = Thread { [self] in
+            ThreadName.set("thumbd-http-\(index)")
+            owner.store(UInt(pthread_self()), ordering: .releasing)
+            run(handle.raw)
+            owner.store(0, ordering: .releasing)
+            finished.signal()
+        }
+        thread.name = "thumbd-http-\(index)"
+        thread.start()
+    }
+
+    /// Whether the calling thread is this loop's.
+    var isCurrent: Bool { owner.load(ordering: .acquiring) == UInt(pthread_self()) }
+
+    /// Traps (in debug builds) unless the calling thread is the loop's, or the loop no longer
+    /// runs (`HTTPServer.stop` closing the daemon): where a client socket is written, or MHD
+    /// is called for a connection.
+    func assertIsWriter() {
+        assert(isCurrent || owner.load(ordering: .acquiring) == 0, "a client socket is written by its event loop only")
+    }
+
+    /// Has the loop look at `context` at its next turn (`RequestContext.runOnLoop`): its
+    /// answer is in, or its stream has something to send. From any thread; the eventfd is
+    /// written only when the queue was empty. After the loop stopped, nothing is left to do.
+    func schedule(_ context: RequestContext) {
+        let signal = queue.withLock { queue -> Bool in
+            guard !queue.exited else { return false }
+            queue.contexts.append(context)
+            defer { queue.signalled = true }
+            return !queue.signalled
+        }
+        if signal { notify() }
+    }
+
+    private func notify() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Ends the loop's thread after its current turn and waits for it (once started). The
+    /// daemon is then stopped by the caller, on its own thread (`close`).
+    func stop() {
+        let running = queue.withLock { queue -> Bool in
+            defer { queue.stopping = true }
+            return !queue.stopping && daemon.value != nil
+        }
+        guard running else { return }
+        notify()
+        finished.wait()
+    }
+
+    /// After `stop`: stops the daemon (its last callbacks run on this thread), then closes the
+    /// loop's descriptors.
+    func close() {
+        if let daemon = daemon.value { MHD_stop_daemon(daemon.raw) }
+        daemon.set(nil)
+        queue.withLock { queue in
+            queue.exited = true
+            queue.contexts = []
+        }
+        Glibc.close(epoll)
+        Glibc.close(wakeFD)
+    }
+
+    // MARK: Watching suspended sockets (on the loop)
+
+    /// Starts watching `fd` for a hang-up; returns the token to stop watching it (never 0).
+    func watch(fd: Int32, observer: RequestContext) -> UInt64? {
+        guard fd >= 0 else { return nil }
+        return watched.withLock { state -> UInt64? in
+            let token = state.add(fd: fd, observer)
+            guard thumbd_watch_add(epoll, fd, token) == 0 else {
+                _ = state.remove(token)
+                return nil
+            }
+            return token
+        }
+    }
+
+    /// Also reports, once, when the socket has room to write (`socketWritable`).
+    func awaitWritable(_ token: UInt64) {
+        watched.withLock { state in
+            guard let found = state.find(token) else { return }
+            _ = thumbd_watch_rearm(epoll, found.fd, token, 1)
+        }
+    }
+
+    func unwatch(_ token: UInt64) {
+        watched.withLock { state in
+            guard let found = state.remove(token) else { return }
+            _ = thumbd_watch_remove(epoll, found.fd)
+        }
+    }
+
+    // MARK: The loop
+
+    private func run(_ daemon: OpaquePointer) {
+        var tokens = [UInt64](repeating: 0, count: 64)
+        var hangups = [Int32](repeating: 0, count: 64)
+        var batch: [RequestContext] = []
+        let clock = ContinuousClock()
+        var nextReap = clock.now + Self.tick
+        while true {
+            // Never past MHD's own deadline (idle connections), nor the guard's next look.
+            var timeout = max(0, Int((nextReap - clock.now).nanoseconds / 1_000_000) + 1)
+            let due = thumbd_mhd_timeout_ms(daemon)
+            if due >= 0 { timeout = min(timeout, Int(due)) }
+            let count = thumbd_watch_wait(epoll, &tokens, &hangups, Int32(tokens.count), Int32(timeout))
+            if count < 0 && errno != EINTR { preconditionFailure("epoll_wait: \(String(cString: strerror(errno)))") }
+            for (token, hangup) in zip(tokens.prefix(Int(max(count, 0))), hangups) {
+                switch token {
+                case Self.wakeToken:
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                case Self.daemonToken:
+                    break  // MHD_run below
+                default:
+                    socketEvent(token, hangup: hangup != 0)
+                }
+            }
+            // What other threads handed over: before MHD runs, so that a resume is seen in this turn.
+            let stopping = queue.withLock { queue -> Bool in
+                swap(&batch, &queue.contexts)
+                queue.signalled = false
+                return queue.stopping
+            }
+            for context in batch { context.runOnLoop() }
+            batch.removeAll(keepingCapacity: true)
+            if stopping { return }
+            _ = MHD_run(daemon)
+            if clock.now >= nextReap {
+                core.connections.reap(loop: index)
+                nextReap = clock.now + Self.tick
+            }
+        }
+    }
+
+    /// A watched socket's event: the client hung up, or there is room to write.
+    private func socketEvent(_ token: UInt64, hangup: Bool) {
+        let observer = watched.withLock { state -> RequestContext? in
+            if hangup {
+                guard let found = state.remove(token) else { return nil }
+                _ = thumbd_watch_remove(epoll, found.fd)
+                return found.context
+            }
+            // Room to write: keep watching for a hang-up (the shot is spent).
+            guard let found = state.find(token) else { return nil }
+            _ = thumbd_watch_rearm(epoll, found.fd, token, 0)
+            return found.context
+        }
+        // Outside our lock: the context takes its own.
+        if hangup { observer?.clientGone() } else { observer?.socketWritable() }
+    }
+}
+
+/// A daemon handle: started once, run by one loop, stopped once after the loop exited.
+struct DaemonHandle: @unchecked Sendable {  // a C handle used by its loop's thread alone, then stopped once
+    let raw: OpaquePointer
+}
