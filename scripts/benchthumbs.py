@@ -21,6 +21,7 @@ import pyvips
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchpeers import Origin, Thumbd, cpu_seconds, wrk, proc_status, get  # noqa: E402
 from benchthumbor import QUALITY, WIDTH, Thumbor  # noqa: E402
+from benchfloors import floor_cpu_ms, floor_ms, same_work_cpu_ms, stored_work_cpu_ms  # noqa: E402
 
 
 def photo(width, height):
@@ -97,69 +98,6 @@ def per_second(port, paths, concurrency=8):
     if bad:
         raise RuntimeError("%d of %d failed: %s" % (len(bad), len(paths), sorted(set(bad))))
     return len(paths) / wall
-
-
-def floor_cpu_ms(data, runs=15):
-    """libvips in this process: CPU milliseconds per thumbnail (the same one as floor_ms)."""
-    start = time.process_time()
-    for _ in range(runs):
-        pyvips.Image.thumbnail_buffer(data, WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
-    return (time.process_time() - start) * 1000 / runs
-
-
-def same_work_cpu_ms(data, runs=15):
-    """libvips in this process doing thumbd's own steps: the JPEG decoded at thumbd's shrink
-    (the largest of 8, 4, 2 that keeps at least the asked width), thumbnail_image, JPEG
-    Q 80 without metadata: CPU milliseconds per thumbnail. thumbd's CPU above this is what
-    thumbd adds (fetch, checks, hashes, SQLite, HTTP)."""
-    width = pyvips.Image.new_from_buffer(data, "").width
-    shrink = next((s for s in (8, 4, 2) if width / WIDTH >= s), 1)
-    start = time.process_time()
-    for _ in range(runs):
-        image = pyvips.Image.jpegload_buffer(data, shrink=shrink, access="sequential")
-        image.thumbnail_image(WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
-    return (time.process_time() - start) * 1000 / runs
-
-
-def stored_work_cpu_ms(data, directory, runs=15):
-    """`same_work_cpu_ms` and what a cache does beside a bare thumbnailer, in this process:
-    the original's and the thumbnail's SHA-256 (thumbd's ETags; the original's lets its
-    variants outlive a refetch of the same bytes) and their inserts into SQLite (the same
-    library, WAL, synchronous NORMAL, checkpointed as SQLite does past 1000 pages): CPU
-    milliseconds per thumbnail. Not in it: receiving the original, the HTTP answer."""
-    import hashlib
-    import sqlite3
-    path = os.path.join(directory, "steps.sqlite")
-    db = sqlite3.connect(path, isolation_level=None)
-    for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "secure_delete = FAST"):
-        db.execute("PRAGMA " + pragma)
-    db.execute("CREATE TABLE objects (key TEXT PRIMARY KEY, body BLOB)")
-    width = pyvips.Image.new_from_buffer(data, "").width
-    shrink = next((s for s in (8, 4, 2) if width / WIDTH >= s), 1)
-    start = time.process_time()
-    for i in range(runs):
-        hashlib.sha256(data).digest()
-        db.execute("INSERT INTO objects VALUES (?, ?)", ("original-%d" % i, data))
-        image = pyvips.Image.jpegload_buffer(data, shrink=shrink, access="sequential")
-        made = image.thumbnail_image(WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
-        hashlib.sha256(made).digest()
-        db.execute("INSERT INTO objects VALUES (?, ?)", ("variant-%d" % i, made))
-    cpu = (time.process_time() - start) * 1000 / runs
-    db.close()
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    return cpu
-
-
-def floor_ms(data, runs=15):
-    """libvips in this process: the same thumbnail (shrink-on-load, width 256, Q 80)."""
-    times = []
-    for _ in range(runs):
-        start = time.monotonic()
-        pyvips.Image.thumbnail_buffer(data, WIDTH).jpegsave_buffer(Q=QUALITY, strip=True)
-        times.append((time.monotonic() - start) * 1000)
-    return statistics.median(times)
 
 
 def stats(thumbd):

@@ -17,9 +17,6 @@ started:
 
 Usage: elementtest.py THUMBD_BINARY ORIGIN WORKDIR
 """
-import base64
-import hashlib
-import hmac
 import json
 import os
 import sys
@@ -27,65 +24,14 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchpeers import free_port  # noqa: E402
-from pagelib import Daemon, Scenarios, check, serve_page, wait  # noqa: E402
+from elementpage import STATES, Pages, signature  # noqa: E402
+from pagelib import Scenarios, check, wait  # noqa: E402
 
 binary, origin, work = sys.argv[1:4]
 scenarios = Scenarios(work)
 
-# The page: every fetch the module makes is recorded (asked), and each element's load, error
-# and first done (the state attribute) with its time.
-PAGE = """<!doctype html><meta charset="utf-8"><title>my list</title>
-<style>body { margin: 0 } thumbd-img { margin: 4px }</style>
-<div id="list"></div>
-<script>
-  window.asked = [];
-  const realFetch = window.fetch;
-  window.fetch = (url, init = {}) => {
-    asked.push([init.method || "GET", new URL(url, location.href).pathname, init.body || null]);
-    return realFetch(url, init);
-  };
-  window.events = []; window.doneAt = {};
-  new MutationObserver((records) => {
-    for (const r of records) if (r.target.getAttribute("state") === "done" && !(r.target.dataset.i in doneAt)) doneAt[r.target.dataset.i] = performance.now();
-  }).observe(document, { subtree: true, attributes: true, attributeFilter: ["state"] });
-</script>
-<script type="module">
-  import * as thumbd from "%(server)s/thumbd.js";
-  window.thumbd = thumbd;
-  window.make = (i, attributes) => {
-    const el = document.createElement("thumbd-img");
-    el.dataset.i = i;
-    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, value);
-    el.addEventListener("load", () => events.push([i, "load"]));
-    el.addEventListener("error", () => events.push([i, "error"]));
-    return el;
-  };
-  window.ELEMENTS = %(elements)s;
-  ELEMENTS.forEach((attributes, i) => document.getElementById("list").appendChild(make(i, attributes)));
-  window.visible = () => [...document.querySelectorAll("thumbd-img")].filter((el) => {
-    const r = el.getBoundingClientRect();
-    return r.bottom > 0 && r.top < innerHeight;
-  }).map((el) => +el.dataset.i);
-</script>
-"""
-STATES = "[...document.querySelectorAll('thumbd-img')].map((el) => el.getAttribute('state'))"
-
-
-def origin_stats():
-    with urllib.request.urlopen(origin + "/__stats") as r:
-        return json.load(r)
-
-
-def with_page(name, elements, env, body):
-    page_port = free_port()
-    daemon = Daemon(binary, work, name, env=dict({"THUMBD_SERVER_ALLOWED_ORIGINS": "http://127.0.0.1:%d" % page_port}, **env))
-    server, _ = serve_page(PAGE % {"server": "http://127.0.0.1:%d" % daemon.port, "elements": json.dumps(elements)}, page_port)
-    try:
-        body(daemon, "http://127.0.0.1:%d/" % page_port)
-    finally:
-        server.shutdown()
-        daemon.stop()
+pages = Pages(binary, origin, work)
+with_page, origin_stats = pages.with_page, pages.origin_stats
 
 
 def elements_scene(browser):
@@ -279,11 +225,6 @@ def open_batch(browser):
         urllib.request.urlopen("%s/__release/ob-%s" % (origin, tag)).read()
 
     with_page("openbatch", [], {}, scene)
-
-
-def signature(key, params):
-    canonical = "&".join("%s=%s" % (name, urllib.parse.quote(str(value), safe="-._~")) for name, value in sorted(params.items()))
-    return base64.urlsafe_b64encode(hmac.new(key.encode(), canonical.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
 
 
 def signed_and_presets(browser):

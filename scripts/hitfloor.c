@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "benchlisten.h"
 
 #define MAX_FDS 65536
 
@@ -85,15 +86,8 @@ int main(int argc, char **argv) {
     if (read(file, response + head_length, (size_t)info.st_size) != info.st_size) { perror("read"); return 1; }
     close(file);
 
-    int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in address = { .sin_family = AF_INET };
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    socklen_t size = sizeof address;
-    if (bind(listener, (struct sockaddr *)&address, size) != 0 || listen(listener, 4096) != 0) { perror("listen"); return 1; }
-    getsockname(listener, (struct sockaddr *)&address, &size);
-    printf("%d\n", ntohs(address.sin_port));
-    fflush(stdout);
+    int listener = listen_on_loopback(SOCK_NONBLOCK), one = 1;
+    if (listener < 0) return 1;
 
     int epoll = epoll_create1(0);
     struct epoll_event event = { .events = EPOLLIN, .data.fd = listener };

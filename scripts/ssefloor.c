@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "benchlisten.h"
 
 static const char *event =
     "id: 1\nevent: done\ndata: {\"index\":0,\"id\":null,\"url\":\"http://127.0.0.1:40000/gate/deliver-1000\","
@@ -40,14 +41,8 @@ int main(int argc, char **argv) {
     getrlimit(RLIMIT_NOFILE, &limit);
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
-    int listener = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    struct sockaddr_in address = { .sin_family = AF_INET };
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    socklen_t size = sizeof address;
-    if (bind(listener, (struct sockaddr *)&address, size) != 0 || listen(listener, 4096) != 0) { perror("listen"); return 1; }
-    getsockname(listener, (struct sockaddr *)&address, &size);
-    printf("%d\n", ntohs(address.sin_port));
-    fflush(stdout);
+    int listener = listen_on_loopback(0), one = 1;
+    if (listener < 0) return 1;
     fds = calloc(count, sizeof *fds);
     char buffer[4096];
     const char *head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nretry: 3000\n\n";

@@ -88,7 +88,7 @@ public enum ServerRefusal: Sendable, Equatable {
 }
 
 public enum HandlerResult: Sendable {
-    /// Answer now, on the server thread.
+    /// Answer now, on the connection's event loop.
     case response(Response)
     /// The answer comes later through `RequestContext.respond`; the connection is suspended
     /// meanwhile and holds no thread.
@@ -138,13 +138,13 @@ public protocol HTTPHandler: Sendable {
     /// Called once per kind at start for the answers written straight to a socket.
     func render(_ refusal: ServerRefusal) -> Response
     /// A request that reached `handle` is over: its answer was sent (or the client left).
-    /// Called on a server thread; for access logs and metrics, so it must be quick.
+    /// Called on an event loop; for access logs and metrics, so it must be quick.
     func finished(_ exchange: Exchange)
     /// A small number for the kind of request (its route), kept until `finished` in
     /// `Exchange.route`: metrics need that, not the whole target.
     func route(of request: Request) -> Int
     /// A new id for an answer the server makes itself (a refusal), sent as `X-Request-Id`
-    /// like the handler's own answers; nil: none. Called on server threads, per refusal.
+    /// like the handler's own answers; nil: none. Called on the event loops, per refusal.
     func refusalID() -> String?
 }
 
