@@ -18,6 +18,17 @@ import Synchronization
 /// suspended, `RequestContext+Stream`). Each such watch is one shot and re-armed after it
 /// fires. Every 250 ms the loop has the connection guard look at its connections'
 /// deadlines, on this same thread.
+///
+/// What libmicrohttpd 0.9.75 asks of a loop that runs it (`MHD_USE_EPOLL` without
+/// `MHD_USE_INTERNAL_POLLING_THREAD`): never wait longer than `MHD_get_timeout` says (0 while
+/// it has work left over), call `MHD_run` after every wait, and after `MHD_resume_connection`
+/// (which wakes the daemon's own epoll set through its inter-thread channel, set up by
+/// `MHD_ALLOW_SUSPEND_RESUME`). Each daemon closes the listening socket it was given when it
+/// stops, so each loop's daemon gets a duplicate of it; the socket is non-blocking, since
+/// every loop is woken for a new connection and all but one find nothing to accept. Against
+/// libmicrohttpd's own thread pool, the hot hit measured the same (pinned to one core, three
+/// runs each: 79–82k answers a second against 75–86k) and 1,000 event streams got their
+/// `done` as fast (`scripts/BENCHMARKS.md`).
 final class EventLoop: Sendable {
     let index: Int
     let core: ServerCore
