@@ -45,6 +45,9 @@ final class EventLoop: Sendable {
 
     private static let wakeToken: UInt64 = 0, daemonToken: UInt64 = 1
     private static let tick: Duration = .milliseconds(250)
+    /// How many connections handed over by other threads a turn runs, at most, before MHD
+    /// runs again.
+    private static let perTurn = 1024
 
     /// What other threads hand to the loop.
     private struct Queue {
@@ -208,11 +211,13 @@ final class EventLoop: Sendable {
         var batch: [RequestContext] = []
         let clock = ContinuousClock()
         var nextReap = clock.now + Self.tick
+        var pendingWork = false
         while true {
             // Never past MHD's own deadline (idle connections), nor the guard's next look.
             var timeout = max(0, Int((nextReap - clock.now).nanoseconds / 1_000_000) + 1)
             let due = thumbd_mhd_timeout_ms(daemon)
             if due >= 0 { timeout = min(timeout, Int(due)) }
+            if pendingWork { timeout = 0 }
             let count = thumbd_watch_wait(epoll, &tokens, &hangups, Int32(tokens.count), Int32(timeout))
             if count < 0 && errno != EINTR { preconditionFailure("epoll_wait: \(String(cString: strerror(errno)))") }
             for (token, hangup) in zip(tokens.prefix(Int(max(count, 0))), hangups) {
@@ -226,15 +231,26 @@ final class EventLoop: Sendable {
                     socketEvent(token, hangup: hangup != 0)
                 }
             }
-            // What other threads handed over: before MHD runs, so that a resume is seen in this turn.
-            let stopping = queue.withLock { queue -> Bool in
-                swap(&batch, &queue.contexts)
-                queue.signalled = false
-                return queue.stopping
+            // What other threads handed over: before MHD runs, so that a resume is seen in this
+            // turn. What they add meanwhile is taken too, up to a bound (so MHD's connections
+            // wait for no long burst): while the loop takes, they write no eventfd.
+            var stopping = false
+            var taken = 0
+            while taken < Self.perTurn {
+                stopping = queue.withLock { queue -> Bool in
+                    swap(&batch, &queue.contexts)
+                    if batch.isEmpty { queue.signalled = false }  // from now on, an append wakes the loop
+                    return queue.stopping
+                }
+                for context in batch { context.runOnLoop() }
+                taken += batch.count
+                if batch.isEmpty || stopping { break }
+                batch.removeAll(keepingCapacity: true)
             }
-            for context in batch { context.runOnLoop() }
             batch.removeAll(keepingCapacity: true)
             if stopping { return }
+            // The bound reached with more queued: the next wait returns at once.
+            pendingWork = queue.withLock { $0.signalled }
             _ = MHD_run(daemon)
             if clock.now >= nextReap {
                 core.connections.reap(loop: index)
