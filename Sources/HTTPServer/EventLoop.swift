@@ -25,10 +25,10 @@ import Synchronization
 /// (which wakes the daemon's own epoll set through its inter-thread channel, set up by
 /// `MHD_ALLOW_SUSPEND_RESUME`). Each daemon closes the listening socket it was given when it
 /// stops, so each loop's daemon gets a duplicate of it; the socket is non-blocking, since
-/// every loop is woken for a new connection and all but one find nothing to accept. Against
-/// libmicrohttpd's own thread pool, the hot hit measured the same (pinned to one core, three
-/// runs each: 79–82k answers a second against 75–86k) and 1,000 event streams got their
-/// `done` as fast (`scripts/BENCHMARKS.md`).
+/// every loop is woken for a new connection and all but one find nothing to accept.
+/// Against libmicrohttpd's own thread pool, `scripts/bench release` found the hot hit, the
+/// cold thumbnail and the grid as fast, and events reached 1,000 streams as fast once a
+/// turn ran everything handed over before MHD ran again (`scripts/BENCHMARKS.md`, 0.14.0).
 final class EventLoop: Sendable {
     let index: Int
     let core: ServerCore
