@@ -18,8 +18,10 @@ import Synchronization
 /// the connection stays suspended. That is one `send` per subscriber per event instead of a
 /// resume, a pass of MHD's loop, a read attempt and two `epoll_ctl` calls: with a thousand
 /// subscribers a resume each took three times as long for an event to reach them all. The
-/// send runs after the context's lock is released (`writing` marks it): a producer never
-/// waits behind a syscall.
+/// send runs after the context's lock is released: a producer never waits behind a syscall.
+/// Everything that writes or hands the connection back (a wake's turn, room in the socket,
+/// the client hanging up, MHD's own reads) runs on the loop, one at a time, so no write can
+/// overlap another.
 ///
 /// When the socket takes only part of a chunk, the rest is kept and the connection stays
 /// suspended (MHD must not write in the middle of our chunk) until the loop sees room in the
@@ -80,8 +82,8 @@ extension RequestContext {
     public func wake() { schedule() }
 
     /// On the loop: write what the stream has while suspended, or hand the connection back
-    /// to MHD. The send runs after the lock is released, with `writing` set, so a producer
-    /// never waits behind a syscall.
+    /// to MHD. The send runs after the lock is released, so a producer never waits behind a
+    /// syscall; a wake meanwhile queues the context for the loop's next turn.
     func wakeNow() {
         loop.assertIsWriter()
         var work = state.withLock { state in claim(&state) }
@@ -107,21 +109,14 @@ extension RequestContext {
         case write(fd: Int32, pending: [UInt8], stream: any ResponseStream)
     }
 
-    /// Under the lock: what this wake does. Only one wake writes at a time; one that comes
-    /// while another sends leaves it a note (`wakeAgain`) to look at the stream once more.
+    /// Under the lock: what this turn of the loop does for the stream.
     private func claim(_ state: inout State) -> Work {
         guard state.flags[.suspended], let stream = state.stream else { return .nothing }  // MHD has it and will ask the reader
-        if state.flags[.writing] {
-            state.flags[.wakeAgain] = true
-            return .nothing
-        }
         // Shutting down (nothing may stay suspended), or the client gone: MHD ends it.
         if state.flags[.closed] || state.flags[.gone] || server.isRefusing { return giveBack(&state) }
         let fd = thumbd_mhd_connection_fd(connection.raw)
         let direct = state.flags[.writesDirectly] && state.watchToken != 0
         guard fd >= 0, direct || !state.pending.isEmpty else { return giveBack(&state) }
-        state.flags[.writing] = true
-        state.flags[.wakeAgain] = false
         defer { state.pending = [] }
         return .write(fd: fd, pending: state.pending, stream: stream)
     }
@@ -143,7 +138,6 @@ extension RequestContext {
 
     /// Under the lock again: records what the write did, and says what comes next.
     private func settle(_ written: Written, _ state: inout State) -> Work {
-        state.flags[.writing] = false
         switch written {
         case .broken:
             state.flags[.gone] = true
@@ -156,8 +150,8 @@ extension RequestContext {
             if state.watchToken != 0 { loop.awaitWritable(state.watchToken) }
             return .nothing
         case .waiting:
-            // The client left, or a wake came, while this one was sending: look again.
-            guard state.flags[.wakeAgain] || state.flags[.gone] || server.isRefusing else { return .nothing }
+            // Shutdown began while this one was sending (`stopAccepting`, another thread): look again.
+            guard server.isRefusing else { return .nothing }
             return claim(&state)
         }
     }
@@ -217,8 +211,6 @@ extension RequestContext {
             guard state.stream != nil else { return (false, false) }
             state.watchToken = 0  // the loop dropped it already
             state.flags[.gone] = true
-            // A wake sending right now hands the connection back once its send returns.
-            if state.flags[.writing] { return (true, false) }
             return (true, handBack(&state))
         }
         if resume { resumeNow() }

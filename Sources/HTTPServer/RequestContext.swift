@@ -53,15 +53,10 @@ public final class RequestContext: Sendable, StreamWaker {
             static let gone = Flags(rawValue: 1 << 6)
             /// The stream's socket is watched (once, for the stream's life).
             static let watching = Flags(rawValue: 1 << 7)
-            /// A wake is sending to the suspended socket, outside the lock: nobody else
-            /// writes it or hands the connection back to MHD meanwhile.
-            static let writing = Flags(rawValue: 1 << 8)
-            /// A wake came while another was sending: that one looks at the stream again.
-            static let wakeAgain = Flags(rawValue: 1 << 9)
             /// Waits in the event loop's queue (`schedule`): queued at most once.
-            static let queued = Flags(rawValue: 1 << 10)
+            static let queued = Flags(rawValue: 1 << 8)
             /// `respond` gave the answer to a suspended request: the loop resumes it.
-            static let resumeDue = Flags(rawValue: 1 << 11)
+            static let resumeDue = Flags(rawValue: 1 << 9)
 
             subscript(member: Flags) -> Bool {
                 get { contains(member) }
