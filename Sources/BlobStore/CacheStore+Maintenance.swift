@@ -28,9 +28,11 @@ extension CacheStore {
     }
 
     /// Rebuilds the cache file at `path` without the free pages evictions and purges leave
-    /// (SQLite keeps them for the next inserts, so the file never shrinks by itself). Takes
-    /// the daemon's lock: refused while a thumbd uses the file. Needs free disk space about
-    /// the size of what the cache holds while it runs.
+    /// (SQLite keeps them for the next inserts, so the file never shrinks by itself), with the
+    /// page size a new file gets (`pageSize`; a file made by an older thumbd has 4 KB pages,
+    /// and SQLite changes the size only in a rebuild outside WAL mode). Takes the daemon's
+    /// lock: refused while a thumbd uses the file. Needs free disk space about the size of
+    /// what the cache holds while it runs.
     public static func compact(path: String) throws -> Compaction {
         guard FileManager.default.fileExists(atPath: path) else {
             throw SetupError(description: "\(path) does not exist")
@@ -42,8 +44,10 @@ extension CacheStore {
         _ = try Schema.version(db)  // a newer thumbd's file is refused
         try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         let before = size(path)
+        try db.execute("PRAGMA journal_mode = DELETE")
+        try db.execute("PRAGMA page_size = \(pageSize)")
         try db.execute("VACUUM")
-        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try db.execute("PRAGMA journal_mode = WAL")
         return Compaction(before: before, after: size(path))
     }
 

@@ -27,7 +27,20 @@ extension CacheStore {
     static func openWriter(_ path: String) throws -> Connection {
         let db = try Connection(path: path, readOnly: false)
         do {
+            // A new file gets SQLite's largest page (an existing one keeps the size it was
+            // made with): a body is written a page at a time, to the WAL and again at the
+            // checkpoint, each page its own system call, so a 2.7 MB original costs 42 writes
+            // instead of 660; measured, its insert takes about half the CPU. Rows are not
+            // spread thinner: SQLite sizes a row's part in its leaf page so that its overflow
+            // pages are full. Must come before the first write, `journal_mode` included.
+            try db.execute("PRAGMA page_size = \(Self.pageSize)")
             try db.execute("PRAGMA journal_mode = WAL")
+            // Checkpoint past the same bytes whatever the page size (SQLite counts pages:
+            // 1000 of 4 KB by default), so that the WAL stays about 4 MB between checkpoints.
+            let query = try db.cached("PRAGMA page_size")
+            let pageSize = try query.step() ? Int(query.int64(0)) : 4096
+            query.reset()
+            try db.execute("PRAGMA wal_autocheckpoint = \(max(1, Self.checkpointBytes / max(pageSize, 512)))")
             // NORMAL in WAL mode: an application crash loses nothing committed; a power loss may
             // lose the last transactions but never corrupts the file. A cache can refetch.
             try db.execute("PRAGMA synchronous = NORMAL")
@@ -47,6 +60,12 @@ extension CacheStore {
         }
         return db
     }
+
+    /// The page size of a new cache file: SQLite's largest.
+    static let pageSize = 65536
+    /// The WAL's size between automatic checkpoints (about SQLite's default, 1000 pages of
+    /// 4 KB).
+    static let checkpointBytes = 4 << 20
 
     /// The cache file was written by a newer thumbd: its schema version is past the
     /// migrations this one knows. The file is left as it is (a downgrade must not damage it).

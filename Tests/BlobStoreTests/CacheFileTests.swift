@@ -13,10 +13,12 @@ struct CacheFileTests {
         return directory
     }
 
-    static func userVersion(_ path: String) throws -> Int {
+    static func userVersion(_ path: String) throws -> Int { try pragma("user_version", of: path) }
+
+    static func pragma(_ name: String, of path: String) throws -> Int {
         let db = try Connection(path: path, readOnly: true)
         defer { db.close() }
-        let statement = try db.cached("PRAGMA user_version")
+        let statement = try db.cached("PRAGMA \(name)")
         defer { statement.reset() }
         return try statement.step() ? Int(statement.int64(0)) : -1
     }
@@ -98,17 +100,68 @@ struct CacheFileTests {
         let path = directory.appendingPathComponent("cache.sqlite").path
         do {
             let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
-            for index in 0..<40 { try await store.insert(CacheStoreTests.object("k\(index)", size: 50_000)) }
+            for index in 0..<80 { try await store.insert(CacheStoreTests.object("k\(index)", size: 50_000)) }
             #expect(throws: FileLock.Held.self) { try CacheStore.compact(path: path) }
-            for index in 1..<40 { _ = try store.purge("k\(index)") }
+            for index in 1..<80 { _ = try store.purge("k\(index)") }
             store.close()
         }
         let done = try CacheStore.compact(path: path)
-        #expect(done.before > 40 * 50_000)
-        #expect(done.after < 200_000)
+        #expect(done.before > 80 * 50_000)
+        #expect(done.after < done.before / 4)  // a page for each table and index, and k0
         let store = try CacheStore.open(configuration: CacheStore.Configuration(path: path))
         defer { store.close() }
         #expect(store.statistics().objects == 1)
         #expect(try store.lookup("k0") == CacheStoreTests.object("k0", size: 50_000))
+    }
+
+    @Test("a new file gets 64 KB pages and a 4 MB WAL; an older file keeps its 4 KB pages until compact")
+    func pageSizes() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fresh = directory.appendingPathComponent("new.sqlite").path
+        try CacheStore.open(configuration: CacheStore.Configuration(path: fresh)).close()
+        #expect(try Self.pragma("page_size", of: fresh) == 65536)
+
+        // A file as an older thumbd made it: SQLite's default page, then the schema.
+        let older = directory.appendingPathComponent("older.sqlite").path
+        do {
+            let db = try Connection(path: older, readOnly: false)
+            try db.execute("PRAGMA page_size = 4096")
+            try db.execute("PRAGMA journal_mode = WAL")
+            try Schema.migrate(db)
+            db.close()
+        }
+        do {
+            let writer = try CacheStore.openWriter(older)
+            defer { writer.close() }
+            let checkpoint = try writer.cached("PRAGMA wal_autocheckpoint")
+            defer { checkpoint.reset() }
+            #expect(try checkpoint.step() && checkpoint.int64(0) == 1024)  // 4 MB of 4 KB pages
+        }
+        do {
+            let writer = try CacheStore.openWriter(fresh)
+            defer { writer.close() }
+            let checkpoint = try writer.cached("PRAGMA wal_autocheckpoint")
+            defer { checkpoint.reset() }
+            #expect(try checkpoint.step() && checkpoint.int64(0) == 64)  // 4 MB of 64 KB pages
+        }
+        do {
+            let store = try CacheStore.open(configuration: CacheStore.Configuration(path: older))
+            try await store.insert(CacheStoreTests.object("kept", size: 200_000))
+            store.close()
+        }
+        #expect(try Self.pragma("page_size", of: older) == 4096)
+        _ = try CacheStore.compact(path: older)
+        #expect(try Self.pragma("page_size", of: older) == 65536)
+        do {
+            let db = try Connection(path: older, readOnly: true)
+            defer { db.close() }
+            let mode = try db.cached("PRAGMA journal_mode")
+            defer { mode.reset() }
+            #expect(try mode.step() && mode.text(0) == "wal")  // back in WAL mode after the rebuild
+        }
+        let store = try CacheStore.open(configuration: CacheStore.Configuration(path: older))
+        defer { store.close() }
+        #expect(try store.lookup("kept") == CacheStoreTests.object("kept", size: 200_000))
     }
 }
