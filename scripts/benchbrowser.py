@@ -190,6 +190,8 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             "cancelled": len(layout["cancelled"]),
             "bytes": browser.bytes_received(),
             "first_tiles": len(first),
+            "first_indices": first,
+            "bottom_indices": bottom_screen,
             "post": (layout["post"] or 0) / 1000.0,
             # thumbd's pages: the POST answered, the last done event, the last image loaded.
             "answered": (layout["answered"] or 0) / 1000.0,

@@ -39,7 +39,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchbrowser import load  # noqa: E402
-from benchgridorigin import Origin, make_photos  # noqa: E402
+from benchgridorigin import Origin, floors, make_photos  # noqa: E402
 from benchpeers import free_port, wait_port  # noqa: E402
 from benchgridpages import TILE, StaticTiles, element_page, nginx_version, static_page  # noqa: E402
 
@@ -74,25 +74,6 @@ class Thumbd:
 
 # MARK: The pages
 
-def floors(origin, names, rounds):
-    """What no page can beat here: one 4000x3000 original over one connection (the origin's
-    latency and rate), and libvips's CPU for its 160 px tile (decode with shrink-on-load,
-    resize, encode: pyvips in-process, one thread)."""
-    import pyvips
-    pyvips.concurrency_set(1)
-    big = next(n for n in names if "4000x3000" in n)
-    downloads, cpu = [], []
-    for _ in range(rounds):
-        started = time.monotonic()
-        with urllib.request.urlopen(origin.url(big)) as r:
-            body = r.read()
-        downloads.append(time.monotonic() - started)
-        started = time.process_time()
-        pyvips.Image.thumbnail_buffer(body, TILE, height=TILE, crop="centre").jpegsave_buffer(Q=80)
-        cpu.append(time.process_time() - started)
-    return statistics.median(downloads), statistics.median(cpu)
-
-
 def median(rows, key):
     return statistics.median(row[key] for row in rows)
 
@@ -122,7 +103,8 @@ def main():
     style = json.JSONDecoder().raw_decode(module, module.index("const style = ") + len("const style = "))[0]
 
     origin = Origin(photos_dir)
-    download, decode = floors(origin, names, args.rounds)
+    download, tile_cpu = floors(origin, names, args.rounds)
+    decode = tile_cpu["4000x3000"]
     static = StaticTiles(work, photos_dir, names)
     count = len(names)
     results = {}
@@ -268,21 +250,31 @@ def report(results, cpu, total_bytes, download, decode):
     print()
     print("thumbd CPU per tile, cold page (fetch, check, store, resize, encode): %.1f ms (median of %d)" % (
         statistics.median(cpu) * 1000, len(cpu)))
-    def floor_line(screen, when, named, direct):
+    cores = os.cpu_count() or 1
+
+    def floor_line(screen, when, named, direct, tiles):
         """No screen holding a 4000x3000 photo can come before `named` (when the page asks for
-        it) + one original's download + its tile's CPU."""
+        it) + one original's download + its tile's CPU; nor before `named` + libvips's CPU for
+        all of the screen's `tiles` spread over every core (the browser's own CPU left out)."""
         floor = named + download + decode
+        big = sum(1 for i in tiles if "4000x3000" in names[i])
+        work = big * tile_cpu["4000x3000"] + (len(tiles) - big) * tile_cpu["1200x800"]
         print()
         print("The floor of the %s, measured here: %s at %.2f s; one 4000x3000 original takes %.2f s to arrive over one "
               "connection; libvips makes its tile in %.0f ms of CPU. No such screen can come before "
               "%.2f s: %.2f of the direct page's." % (screen, when, named, download, decode * 1000, floor, floor / direct))
+        print("Its %d tiles (%d of 4000x3000, %.0f ms of libvips CPU each; %d of 1200x800, %.0f ms) take %.2f s of CPU, "
+              "%.2f s on %d cores: with the download, no such screen can come before %.2f s, %.2f of the direct page's." % (
+                  len(tiles), big, tile_cpu["4000x3000"] * 1000, len(tiles) - big, tile_cpu["1200x800"] * 1000, work,
+                  work / cores, cores, max(floor, named + work / cores), max(floor, named + work / cores) / direct))
 
+    first_tiles = results["page cold"][0]["first_indices"]
     floor_line("page's cold first screen", "the page posts its batch (loaded, URLs pasted)", m("page cold", "post"),
-               m("direct", "first"))
+               m("direct", "first"), first_tiles)
     focus = [row["focus"] for row in results["page cold, scrolled"] if row["focus"] is not None]
     if focus:
         floor_line("scrolled page's bottom screen", "the page names the bottom screen to thumbd (scrolled at once)",
-                   statistics.median(focus), m("direct, scrolled", "bottom"))
+                   statistics.median(focus), m("direct, scrolled", "bottom"), results["page cold, scrolled"][0]["bottom_indices"])
 
 if __name__ == "__main__":
     main()

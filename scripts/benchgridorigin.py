@@ -5,11 +5,13 @@
   benchgridorigin.py DIR    prints "PORT n", serves DIR until its stdin closes
 """
 import os
+import statistics
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 
 LATENCY = 0.060
 RATE = 4 << 20  # bytes per second per connection
@@ -109,6 +111,29 @@ def make_photos(directory, big, small):
             image.jpegsave(path, Q=90)
         names.append(name)
     return names
+
+
+def floors(origin, names, rounds):
+    """What no page can beat here: one 4000x3000 original over one connection (the origin's
+    latency and rate), and libvips's CPU for a 160 px tile of each size of photo (decode with
+    shrink-on-load, resize, encode: pyvips in-process, one thread): {size: seconds}."""
+    import pyvips
+    from benchgridpages import TILE
+    pyvips.concurrency_set(1)
+    downloads, cpu = [], {}
+    for size in ("4000x3000", "1200x800"):
+        name = next(n for n in names if size in n)
+        cpu[size] = []
+        for _ in range(rounds):
+            started = time.monotonic()
+            with urllib.request.urlopen(origin.url(name)) as r:
+                body = r.read()
+            if size == "4000x3000":
+                downloads.append(time.monotonic() - started)
+            started = time.process_time()
+            pyvips.Image.thumbnail_buffer(body, TILE, height=TILE, crop="centre").jpegsave_buffer(Q=80)
+            cpu[size].append(time.process_time() - started)
+    return statistics.median(downloads), {size: statistics.median(values) for size, values in cpu.items()}
 
 
 if __name__ == "__main__":
