@@ -104,7 +104,6 @@ def main():
 
     origin = Origin(photos_dir)
     download, tile_cpu = floors(origin, names, args.rounds)
-    decode = tile_cpu["4000x3000"]
     static = StaticTiles(work, photos_dir, names)
     count = len(names)
     results = {}
@@ -185,10 +184,11 @@ def main():
             if daemon.proc.poll() is None:
                 daemon.stop()
         shutil.rmtree(work, ignore_errors=True)
-    report(results, cpu, total_bytes, download, decode)
+    report(results, cpu, total_bytes, download, tile_cpu, names)
 
 
-def report(results, cpu, total_bytes, download, decode):
+def report(results, cpu, total_bytes, download, tile_cpu, names):
+    decode = tile_cpu["4000x3000"]
     def m(label, key):
         return median(results[label], key)
 
