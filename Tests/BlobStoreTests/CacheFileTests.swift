@@ -114,13 +114,13 @@ struct CacheFileTests {
         #expect(try store.lookup("k0") == CacheStoreTests.object("k0", size: 50_000))
     }
 
-    @Test("a new file gets 64 KB pages and a 4 MB WAL; an older file keeps its 4 KB pages until compact")
+    @Test("a new file gets 16 KB pages and a 4 MB WAL; an older file keeps its 4 KB pages until compact")
     func pageSizes() async throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let fresh = directory.appendingPathComponent("new.sqlite").path
         try CacheStore.open(configuration: CacheStore.Configuration(path: fresh)).close()
-        #expect(try Self.pragma("page_size", of: fresh) == 65536)
+        #expect(try Self.pragma("page_size", of: fresh) == 16384)
 
         // A file as an older thumbd made it: SQLite's default page, then the schema.
         let older = directory.appendingPathComponent("older.sqlite").path
@@ -140,7 +140,7 @@ struct CacheFileTests {
             return try checkpoint.step() ? checkpoint.int64(0) : -1
         }
         #expect(try checkpointPages(older) == 1024)  // of 4 KB
-        #expect(try checkpointPages(fresh) == 64)  // of 64 KB
+        #expect(try checkpointPages(fresh) == 256)  // of 16 KB
         do {
             let store = try CacheStore.open(configuration: CacheStore.Configuration(path: older))
             try await store.insert(CacheStoreTests.object("kept", size: 200_000))
@@ -148,7 +148,7 @@ struct CacheFileTests {
         }
         #expect(try Self.pragma("page_size", of: older) == 4096)
         _ = try CacheStore.compact(path: older)
-        #expect(try Self.pragma("page_size", of: older) == 65536)
+        #expect(try Self.pragma("page_size", of: older) == 16384)
         do {
             let db = try Connection(path: older, readOnly: true)
             defer { db.close() }
