@@ -25,7 +25,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elementpage import STATES, Pages, signature  # noqa: E402
-from pagelib import Scenarios, check, wait  # noqa: E402
+from pagelib import Scenarios, check, until, wait  # noqa: E402
 
 binary, origin, work = sys.argv[1:4]
 scenarios = Scenarios(work)
@@ -104,7 +104,8 @@ def scrolling(browser):
         browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
         wait(browser, "[0, 1, 2, 3].every((i) => document.querySelector(`[data-i=\"${i}\"]`).getAttribute('state') === 'cancelled')",
              seconds=30, say=STATES)
-        check(all(origin_stats()["aborted"].get("/gate/%s-%d" % (tag, i), 0) >= 1 for i in range(4)), "the transfers were not aborted: %s" % origin_stats()["aborted"])
+        check(until(lambda: all(origin_stats()["aborted"].get("/gate/%s-%d" % (tag, i), 0) >= 1 for i in range(4))),
+              "the transfers were not aborted: %s" % origin_stats()["aborted"])
         for i in range(4):
             urllib.request.urlopen("%s/__release/%s-%d" % (origin, tag, i)).read()
         browser.evaluate("window.scrollTo(0, 0)")

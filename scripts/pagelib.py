@@ -52,6 +52,18 @@ def wait(browser, expression, seconds=60, on_event=None, say=None):
     raise AssertionError("timed out waiting for: %s\nthe page: %s" % (expression, browser.evaluate(say) if say else ""))
 
 
+def until(predicate, seconds=10):
+    """`predicate()` once it is truthy, else its value after `seconds`: for what another process
+    learns after the page does (the origin sees a transfer's abort after the daemon has told
+    the page that the tile is cancelled)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.05)
+
+
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
