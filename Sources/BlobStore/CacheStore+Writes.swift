@@ -193,9 +193,11 @@ extension CacheStore {
             do {
                 removed = try writer.purge(key)
             } catch {
-                // A full disk cannot take even a delete: give up the reserve, then retry.
+                // A full disk cannot take even a delete: give up the reserve, then retry. Not
+                // `recover()`: its checkpoint copies the WAL into the database file, which
+                // grows it into the space just given up, and the retry then fails as well.
                 guard reserve.release() else { throw error }
-                writer.recover()
+                try? writer.loadTotals()
                 removed = try writer.purge(key)
             }
             if let key { hot.remove([key]) } else { hot.removeAll() }
