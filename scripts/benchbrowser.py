@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -137,6 +138,66 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+class CpuSampler:
+    """Every 50 ms while a page loads: the machine's busy and total CPU time (/proc/stat) and
+    the browser's (its process and every descendant), to tell a screen that waits for the
+    network from one that waits for CPU."""
+
+    def __init__(self, root):
+        self.root, self.samples, self.stopped = root, [], threading.Event()
+        self.parents, self.ticks = {}, {}  # every process seen: its parent; the browser's: their CPU
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def stat(pid):
+        """(name, fields after it) of /proc/PID/stat, or None once it has exited."""
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                name, rest = f.read().split("(", 1)[1].rsplit(")", 1)
+                return name, rest.split()
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def browser_ticks(self):
+        """The browser's processes: its own, its children, and any named like it (its zygote
+        forks renderers that are then parented elsewhere). Each new process is looked at once;
+        only the browser's are read again (one that exited keeps the CPU it last showed)."""
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+            if pid not in self.parents:
+                seen = self.stat(pid)
+                self.parents[pid] = int(seen[1][1]) if seen else 0
+                if seen and (seen[0].startswith("chrom") or self.parents[pid] in self.ticks or self.parents[pid] == self.root):
+                    self.ticks.setdefault(pid, 0)
+        self.ticks.setdefault(self.root, 0)
+        for pid in self.ticks:
+            seen = self.stat(pid)
+            if seen:
+                self.ticks[pid] = int(seen[1][11]) + int(seen[1][12])
+        return sum(self.ticks.values())
+
+    def run(self):
+        while not self.stopped.is_set():
+            with open("/proc/stat") as f:  # user nice system idle iowait irq softirq steal (guest: in user)
+                user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+            busy = user + nice + system + irq + softirq
+            self.samples.append((time.monotonic(), busy + idle + iowait + steal, busy, self.browser_ticks(), steal))
+            self.stopped.wait(0.05)
+
+    def window(self, start, end):
+        """From `start` to `end` (monotonic): the share of every core that was busy here and
+        the share the hypervisor gave to other machines (steal), and the CPU seconds the
+        browser took and everything else took."""
+        self.stopped.set()
+        self.thread.join()
+        a = min(self.samples, key=lambda x: abs(x[0] - start))
+        b = min(self.samples, key=lambda x: abs(x[0] - end))
+        total, busy, browser, steal = (b[i] - a[i] for i in (1, 2, 3, 4))
+        tick = os.sysconf("SC_CLK_TCK")  # /proc/stat's first line sums every core
+        return {"busy": busy / max(total, 1), "browser": browser / tick, "rest": (busy - browser) / tick,
+                "steal": steal / max(total, 1)}
+
+
 # The tiles whose <thumbd-img> was cancelled (scrolled away, with cancelOffscreen).
 CANCELLED = "[...document.querySelectorAll('[data-index]')].filter((t) => t.querySelector('thumbd-img[state=cancelled]')).map((t) => +t.dataset.index)"
 
@@ -146,7 +207,9 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
     navigation start) and the bytes the browser received. `paste`: URLs to paste into
     thumbd's page and Fetch, as a person does, once it has loaded."""
     browser = Browser(work)
+    sampler = CpuSampler(browser.proc.pid)
     try:
+        started = time.monotonic()
         browser.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
         if paste:
@@ -182,9 +245,11 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
         view, height = layout["view"], layout["height"]
         first = [i for i, top, bottom in layout["tiles"] if top < view and bottom > 0]
         bottom_screen = [i for i, top, bottom in layout["tiles"] if bottom > height - view]
+        first_at = max((loads[i] for i in first if i in loads), default=float("nan"))
+        post = (layout["post"] or 0) / 1000.0
         # A cancelled tile (scrolled away) has no load: a screen's time is its loaded tiles'.
         return {
-            "first": max((loads[i] for i in first if i in loads), default=float("nan")),
+            "first": first_at,
             "all": max(loads.values()),
             "bottom": max((loads[i] for i in bottom_screen if i in loads), default=float("nan")),
             "cancelled": len(layout["cancelled"]),
@@ -192,7 +257,9 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             "first_tiles": len(first),
             "first_indices": first,
             "bottom_indices": bottom_screen,
-            "post": (layout["post"] or 0) / 1000.0,
+            "post": post,
+            # From the page's start (or its POST) to its first screen: the CPU it waited for.
+            "cpu_first": sampler.window(started + post, started + first_at) if first_at == first_at else None,
             # thumbd's pages: the POST answered, the last done event, the last image loaded.
             "answered": (layout["answered"] or 0) / 1000.0,
             "last_done": max(layout["done"], default=0) / 1000.0,
@@ -201,4 +268,5 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             "focus": layout["focus"][0] / 1000.0 if layout["focus"] else None,
         }
     finally:
+        sampler.stopped.set()
         browser.close()

@@ -39,7 +39,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchbrowser import load  # noqa: E402
-from benchgridorigin import Origin, floors, make_photos  # noqa: E402
+from benchgridorigin import Origin, cpu_line, floors, make_photos  # noqa: E402
 from benchpeers import free_port, wait_port  # noqa: E402
 from benchgridpages import TILE, StaticTiles, element_page, nginx_version, static_page  # noqa: E402
 
@@ -271,6 +271,7 @@ def report(results, cpu, total_bytes, download, tile_cpu, names):
     first_tiles = results["page cold"][0]["first_indices"]
     floor_line("page's cold first screen", "the page posts its batch (loaded, URLs pasted)", m("page cold", "post"),
                m("direct", "first"), first_tiles)
+    cpu_line(results["page cold"], cores, m("page cold", "post"), m("direct", "first"), tile_cpu, names)
     focus = [row["focus"] for row in results["page cold, scrolled"] if row["focus"] is not None]
     if focus:
         floor_line("scrolled page's bottom screen", "the page names the bottom screen to thumbd (scrolled at once)",
