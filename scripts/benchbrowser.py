@@ -140,8 +140,8 @@ class Browser:
 
 class CpuSampler:
     """Every 50 ms while a page loads: the machine's busy and total CPU time (/proc/stat) and
-    the browser's (its process and every descendant), to tell a screen that waits for the
-    network from one that waits for CPU."""
+    the browser's (see `browser_ticks`), to tell a screen that waits for the network from one
+    that waits for CPU."""
 
     def __init__(self, root):
         self.root, self.samples, self.stopped = root, [], threading.Event()
@@ -258,7 +258,8 @@ def load(work, url, count, scroll=False, paste=None, timeout=90):
             "first_indices": first,
             "bottom_indices": bottom_screen,
             "post": post,
-            # From the page's start (or its POST) to its first screen: the CPU it waited for.
+            # From its POST to its first screen: the CPU it waited for (the page's clock starts
+            # at its navigation, a few ms after `started`).
             "cpu_first": sampler.window(started + post, started + first_at) if first_at == first_at else None,
             # thumbd's pages: the POST answered, the last done event, the last image loaded.
             "answered": (layout["answered"] or 0) / 1000.0,

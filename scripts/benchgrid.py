@@ -39,7 +39,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchbrowser import load  # noqa: E402
-from benchgridorigin import Origin, cpu_line, floors, make_photos  # noqa: E402
+from benchgridorigin import Origin, cpu_line, floors, make_photos, screen_cpu  # noqa: E402
 from benchpeers import free_port, wait_port  # noqa: E402
 from benchgridpages import TILE, StaticTiles, element_page, nginx_version, static_page  # noqa: E402
 
@@ -258,7 +258,7 @@ def report(results, cpu, total_bytes, download, tile_cpu, names):
         all of the screen's `tiles` spread over every core (the browser's own CPU left out)."""
         floor = named + download + decode
         big = sum(1 for i in tiles if "4000x3000" in names[i])
-        work = big * tile_cpu["4000x3000"] + (len(tiles) - big) * tile_cpu["1200x800"]
+        work = screen_cpu(tiles, tile_cpu, names)
         print()
         print("The floor of the %s, measured here: %s at %.2f s; one 4000x3000 original takes %.2f s to arrive over one "
               "connection; libvips makes its tile in %.0f ms of CPU. No such screen can come before "

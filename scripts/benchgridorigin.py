@@ -136,21 +136,26 @@ def floors(origin, names, rounds):
     return statistics.median(downloads), {size: statistics.median(values) for size, values in cpu.items()}
 
 
+def screen_cpu(tiles, tile_cpu, names):
+    """libvips's CPU for a screen's `tiles`: each tile's, by the size of its photo."""
+    return sum(tile_cpu["4000x3000" if "4000x3000" in names[i] else "1200x800"] for i in tiles)
+
+
 def cpu_line(rows, cores, named, direct, tile_cpu, names):
     """What the page's cold first screen waited for, from its POST (`named`): the CPU the
-    browser took meanwhile and the rest took (thumbd, the origin), medians of `rows`; and the
+    browser took meanwhile and the rest took (thumbd, the origin, this bench), medians of `rows`; and the
     floor that sets: the browser's CPU and libvips's for the screen's tiles, on every core."""
     windows = [row["cpu_first"] for row in rows if row.get("cpu_first")]
     if not windows:
         return
     busy, browser, rest, steal = (statistics.median(w[k] for w in windows) for k in ("busy", "browser", "rest", "steal"))
-    tiles = rows[0]["first_indices"]
-    work = sum(tile_cpu["4000x3000" if "4000x3000" in names[i] else "1200x800"] for i in tiles)
+    work = screen_cpu(rows[0]["first_indices"], tile_cpu, names)
     floor = named + (browser + work) / cores
     print("From its POST to its first screen, the %d cores were %.0f%% busy and %.0f%% taken by other machines (steal): "
-          "the browser took %.2f s of CPU, the rest (thumbd, the origin) %.2f s. The browser's CPU and libvips's for "
+          "the browser took %.2f s of CPU, the rest (thumbd, the origin, this bench) %.2f s. The browser's CPU and libvips's for "
           "the screen's tiles (%.2f s), spread over the cores, end no sooner than %.2f s: %.2f of the direct page's "
           "(medians of %d)." % (cores, busy * 100, steal * 100, browser, rest, work, floor, floor / direct, len(windows)))
+
 
 if __name__ == "__main__":
     serve_origin(sys.argv[1])
