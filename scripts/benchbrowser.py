@@ -139,12 +139,12 @@ class Browser:
 
 
 class CpuSampler:
-    """Every 50 ms while a page loads: the machine's busy and total CPU time (/proc/stat) and
-    the browser's (see `browser_ticks`), to tell a screen that waits for the network from one
-    that waits for CPU."""
+    """Every 50 ms while a page loads: the machine's busy and total CPU time (/proc/stat), the
+    browser's (see `browser_ticks`) and the server's (`server`, a pid: thumbd), to tell a
+    screen that waits for the network from one that waits for CPU, and whose."""
 
-    def __init__(self, root):
-        self.root, self.samples, self.stopped = root, [], threading.Event()
+    def __init__(self, root, server=None):
+        self.root, self.server, self.samples, self.stopped = root, server, [], threading.Event()
         self.parents, self.ticks = {}, {}  # every process seen: its parent; the browser's: their CPU
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -181,33 +181,36 @@ class CpuSampler:
             with open("/proc/stat") as f:  # user nice system idle iowait irq softirq steal (guest: in user)
                 user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
             busy = user + nice + system + irq + softirq
-            self.samples.append((time.monotonic(), busy + idle + iowait + steal, busy, self.browser_ticks(), steal))
+            server = self.stat(self.server) if self.server else None
+            self.samples.append((time.monotonic(), busy + idle + iowait + steal, busy, self.browser_ticks(), steal,
+                                 int(server[1][11]) + int(server[1][12]) if server else 0))
             self.stopped.wait(0.05)
 
     def window(self, start, end):
         """From `start` to `end` (monotonic): the share of every core that was busy here and
         the share the hypervisor gave to other machines (steal), and the CPU seconds the
-        browser took and everything else took."""
+        browser took, the server took, and everything else took."""
         self.stopped.set()
         self.thread.join()
         a = min(self.samples, key=lambda x: abs(x[0] - start))
         b = min(self.samples, key=lambda x: abs(x[0] - end))
-        total, busy, browser, steal = (b[i] - a[i] for i in (1, 2, 3, 4))
+        total, busy, browser, steal, server = (b[i] - a[i] for i in (1, 2, 3, 4, 5))
         tick = os.sysconf("SC_CLK_TCK")  # /proc/stat's first line sums every core
-        return {"busy": busy / max(total, 1), "browser": browser / tick, "rest": (busy - browser) / tick,
-                "steal": steal / max(total, 1)}
+        return {"busy": busy / max(total, 1), "browser": browser / tick, "server": server / tick,
+                "rest": (busy - browser - server) / tick, "steal": steal / max(total, 1)}
 
 
 # The tiles whose <thumbd-img> was cancelled (scrolled away, with cancelOffscreen).
 CANCELLED = "[...document.querySelectorAll('[data-index]')].filter((t) => t.querySelector('thumbd-img[state=cancelled]')).map((t) => +t.dataset.index)"
 
 
-def load(work, url, count, scroll=False, paste=None, timeout=90):
+def load(work, url, count, scroll=False, paste=None, timeout=90, server=None):
     """Loads `url` in a new browser; returns first screen, all, bottom screen (seconds from
     navigation start) and the bytes the browser received. `paste`: URLs to paste into
-    thumbd's page and Fetch, as a person does, once it has loaded."""
+    thumbd's page and Fetch, as a person does, once it has loaded. `server`: the pid whose
+    CPU the first screen's window counts apart (thumbd's)."""
     browser = Browser(work)
-    sampler = CpuSampler(browser.proc.pid)
+    sampler = CpuSampler(browser.proc.pid, server)
     try:
         started = time.monotonic()
         browser.call("Page.navigate", url=url)

@@ -136,8 +136,8 @@ def main():
         # that origin in server.allowedOrigins (nothing else differs from the shipped settings).
         allowed = {"THUMBD_SERVER_ALLOWED_ORIGINS": origin.url("").rstrip("/")}
 
-        def run(label, url, scroll=False, paste=None):
-            row = load(work, url, count, scroll=scroll, paste=paste)
+        def run(label, url, scroll=False, paste=None, daemon=None):
+            row = load(work, url, count, scroll=scroll, paste=paste, server=daemon.proc.pid if daemon else None)
             results.setdefault(label, []).append(row)
             print("  %-22s first %.2f s  all %.2f s  bottom %.2f s  %.1f MB  (%d tiles on the first screen)" % (
                 label, row["first"], row["all"], row["bottom"], row["bytes"] / 1e6, row["first_tiles"]),
@@ -162,7 +162,7 @@ def main():
             daemon.stop()
             daemon = fresh("page-%d" % round_)
             before = daemon.cpu_seconds()
-            run("page cold", daemon.url("/"), paste=urls)
+            run("page cold", daemon.url("/"), paste=urls, daemon=daemon)
             cpu.append((daemon.cpu_seconds() - before) / count)
             run("page warm", daemon.url("/"), paste=urls)
             daemon.stop()

@@ -143,18 +143,22 @@ def screen_cpu(tiles, tile_cpu, names):
 
 def cpu_line(rows, cores, named, direct, tile_cpu, names):
     """What the page's cold first screen waited for, from its POST (`named`): the CPU the
-    browser took meanwhile and the rest took (thumbd, the origin, this bench), medians of `rows`; and the
-    floor that sets: the browser's CPU and libvips's for the screen's tiles, on every core."""
+    browser, thumbd and the rest (the origin, this bench) took meanwhile, medians of `rows`;
+    and the floor that sets: the browser's CPU and libvips's for the screen's tiles, on every
+    core. thumbd's CPU beside libvips's for those tiles is what thumbd adds to the screen."""
     windows = [row["cpu_first"] for row in rows if row.get("cpu_first")]
     if not windows:
         return
-    busy, browser, rest, steal = (statistics.median(w[k] for w in windows) for k in ("busy", "browser", "rest", "steal"))
+    busy, browser, server, rest, steal = (statistics.median(w.get(k, 0) for w in windows)
+                                          for k in ("busy", "browser", "server", "rest", "steal"))
     work = screen_cpu(rows[0]["first_indices"], tile_cpu, names)
     floor = named + (browser + work) / cores
     print("From its POST to its first screen, the %d cores were %.0f%% busy and %.0f%% taken by other machines (steal): "
-          "the browser took %.2f s of CPU, the rest (thumbd, the origin, this bench) %.2f s. The browser's CPU and libvips's for "
-          "the screen's tiles (%.2f s), spread over the cores, end no sooner than %.2f s: %.2f of the direct page's "
-          "(medians of %d)." % (cores, busy * 100, steal * 100, browser, rest, work, floor, floor / direct, len(windows)))
+          "the browser took %.2f s of CPU, thumbd %.2f s (%.2f times libvips's for the screen's tiles, %.2f s), the rest "
+          "(the origin, this bench) %.2f s. The browser's CPU and libvips's for the screen's tiles, spread over the cores, "
+          "end no sooner than %.2f s: %.2f of the direct page's (medians of %d)." % (
+              cores, busy * 100, steal * 100, browser, server, server / work if work else float("nan"), work, rest,
+              floor, floor / direct, len(windows)))
 
 
 if __name__ == "__main__":

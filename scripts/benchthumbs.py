@@ -6,6 +6,8 @@ Images are made here with libvips: a 4000x3000 and a 1200x800 photo-like JPEG (g
 noise and a blur, so they compress like photos, not flat colour), served by
 scripts/benchorigin.py. Width 256, JPEG quality 80 everywhere. Every peer runs with the
 settings it ships with; thumbor's are the ones its docs give for this job (see THUMBOR_CONF).
+A thumbd/peer figure with a spread, "1.07 (1.02–1.12)", was measured in alternated rounds:
+the median of each round's ratio, and the lowest and highest.
 """
 import argparse
 import asyncio
@@ -168,34 +170,41 @@ def main():
                 other = sequential_ms(peer.port, [peer.path(name, "cold-%d" % i) for i in range(runs)])
                 rows.append(("%s, cold thumbnail (original not cached)" % label, "median ms", cold, peer.name, other))
             # Cold thumbnails per second, 8 at once: rounds of about 1.5 s each (a round of 48
-            # small images lasted 0.3 s, and moved by 10%), interleaved, medians.
+            # small images lasted 0.3 s, and moved by 10%), medians. Each round also measures
+            # libvips in this process, so a ratio to it is taken within a round (the machine's
+            # speed drifts between rounds and between days: one run of each moved a ratio from
+            # 1.09 to 1.26), and the order alternates.
             count = (24 if args.quick else 48) * (4 if name == "small.jpg" else 1)
-            rates = {peer.name: [] for peer in [thumbd] + thumbors}
-            cpu = {peer.name: [] for peer in [thumbd] + thumbors}
-            for r in range(3):
-                for peer in [thumbd] + thumbors:
-                    paths = ([thumbd_path(thumbd, name, "rate-%d-%d" % (r, i)) for i in range(count)] if peer is thumbd
-                             else [peer.path(name, "rate-%d-%d" % (r, i)) for i in range(count)])
-                    before = cpu_seconds(peer.pids)
-                    rates[peer.name].append(per_second(peer.port, paths))
-                    cpu[peer.name].append((cpu_seconds(peer.pids) - before) * 1000 / count)
+            servers = [thumbd] + thumbors
+            floors = (("libvips in-process (floor)", lambda: floor_cpu_ms(data, 5)),
+                      ("libvips in-process, thumbd's steps", lambda: same_work_cpu_ms(data, 5)),
+                      ("the same, with the SHA-256s and SQLite inserts a cache makes",
+                       lambda: stored_work_cpu_ms(data, work, 5)))
+            rates = {peer.name: [] for peer in servers}
+            cpu = {name: [] for name in [peer.name for peer in servers] + [label for label, _ in floors]}
+            for r in range(3 if args.quick else 5):
+                steps = [(peer.name, peer) for peer in servers] + list(floors)
+                for key, step in steps if r % 2 == 0 else reversed(steps):
+                    if callable(step):
+                        cpu[key].append(step())
+                        continue
+                    paths = ([thumbd_path(thumbd, name, "rate-%d-%d" % (r, i)) for i in range(count)] if step is thumbd
+                             else [step.path(name, "rate-%d-%d" % (r, i)) for i in range(count)])
+                    before = cpu_seconds(step.pids)
+                    rates[key].append(per_second(step.port, paths))
+                    cpu[key].append((cpu_seconds(step.pids) - before) * 1000 / count)
+            rounds = len(rates[thumbd.name])
             rate = statistics.median(rates[thumbd.name])
             for peer in thumbors:
-                rows.append(("%s, cold thumbnails, 8 at once (median of 3 rounds of %d)" % (label, count), "per second",
-                             rate, peer.name, statistics.median(rates[peer.name])))
+                rows.append(("%s, cold thumbnails, 8 at once (median of %d rounds of %d)" % (label, rounds, count),
+                             "per second", rate, peer.name, statistics.median(rates[peer.name]),
+                             within_rounds(rates[thumbd.name], rates[peer.name])))
             # CPU per thumbnail (fetch, decode, resize, encode, store): the server's processes
-            # over the same rounds; the floor is libvips alone on bytes already in memory.
+            # over the same rounds; the floors are libvips alone on bytes already in memory.
             thumbd_cpu = statistics.median(cpu[thumbd.name])
-            for peer in thumbors:
-                rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu, peer.name,
-                             statistics.median(cpu[peer.name])))
-            rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu,
-                         "libvips in-process (floor)", floor_cpu_ms(data, runs)))
-            rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu,
-                         "libvips in-process, thumbd's steps", same_work_cpu_ms(data, runs)))
-            rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu,
-                         "the same, with the SHA-256s and SQLite inserts a cache makes",
-                         stored_work_cpu_ms(data, work, runs)))
+            for other in [peer.name for peer in thumbors] + [label for label, _ in floors]:
+                rows.append(("%s, cold thumbnails, 8 at once" % label, "CPU ms per thumbnail", thumbd_cpu, other,
+                             statistics.median(cpu[other]), within_rounds(cpu[thumbd.name], cpu[other])))
             # Hits: a variant beside the original (thumbd), and beside thumbor's result storage.
             seconds = 4 if args.quick else 8
             variant_hits = wrk(thumbd.port, [thumbd_path(thumbd, name, "cached")], seconds, work)[0]
@@ -254,14 +263,21 @@ def main():
 
     print("| scenario | metric | thumbd | peer | peer's figure | thumbd/peer |")
     print("|---|---|---:|---|---:|---:|")
-    for scenario, metric, value, peer, other in rows:
-        ratio = "%.2f" % (value / other) if isinstance(other, (int, float)) and other else "-"
+    for scenario, metric, value, peer, other, *within in rows:
+        ratio = within[0] if within else "%.2f" % (value / other) if isinstance(other, (int, float)) and other else "-"
         print("| %s | %s | %s | %s | %s | %s |" % (scenario, metric, fmt(value), peer, fmt(other), ratio))
     import thumbor
     print("\n%s, %d cores, libvips %s (pyvips %s), thumbor %s" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(), pyvips.version(0) and
         "%d.%d.%d" % (pyvips.version(0), pyvips.version(1), pyvips.version(2)), pyvips.__version__,
         getattr(thumbor, "__version__", "?")))
+
+
+def within_rounds(mine, theirs):
+    """The ratio of two figures measured in the same rounds: the median of each round's
+    ratio, and their spread."""
+    ratios = sorted(a / b for a, b in zip(mine, theirs) if b)
+    return "%.2f (%.2f–%.2f)" % (statistics.median(ratios), ratios[0], ratios[-1]) if ratios else "-"
 
 
 def fmt(value):
