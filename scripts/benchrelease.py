@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """This build beside the previous release, in alternated rounds: the scenes where users feel
 a release (the hot hit, unpinned and pinned to one core; the cold thumbnail of a 4000x3000
-photo; the browser grid, cold and warm), each with its median, its spread (lowest–highest
-round) and a steadier figure beside the wall time (the server's CPU per answer or per tile).
+photo, and 1200x800 ones 8 at once; the browser grid, cold and warm), each with its median,
+its spread (lowest–highest round) and a steadier figure beside the wall time (the server's
+CPU per answer or per tile).
 
 The previous release is found from git, not from tags (tags may not travel): CHANGELOG.md
 lists the releases, newest first; the one before this build's (`BuildInfo.version`) is the
@@ -122,6 +123,14 @@ def cold_thumbnail_round(server, round_, count):
     return statistics.median(times), (cpu_seconds(server.pids) - before) * 1000 / count
 
 
+def cold_burst_round(server, round_, count):
+    """`count` cold thumbnails of a 1200x800 JPEG at width 256, 8 at once: per second, CPU ms each."""
+    from benchthumbs import per_second
+    paths = [server.path("/file/small.jpg/burst-%d-%d" % (round_, i)) + "&w=256&q=80" for i in range(count)]
+    before = cpu_seconds(server.pids)
+    return per_second(server.port, paths), (cpu_seconds(server.pids) - before) * 1000 / count
+
+
 # MARK: running and reporting
 
 def alternate(builds, rounds, one):
@@ -220,8 +229,9 @@ def main():
         if wanted & {"hot", "pinned", "cold"}:
             import pyvips  # noqa: F401  (the photo below)
             from benchthumbs import photo
-            with open(os.path.join(files, "big.jpg"), "wb") as f:
-                f.write(photo(4000, 3000))
+            for name, size in (("big.jpg", (4000, 3000)), ("small.jpg", (1200, 800))):
+                with open(os.path.join(files, name), "wb") as f:
+                    f.write(photo(*size))
             os.environ["BENCH_FILES"] = files
             origin = Origin()
             servers = {}
@@ -259,6 +269,12 @@ def main():
                     result = alternate(builds, args.rounds, lambda b, r: cold_thumbnail_round(servers[b[0]], r, 8))
                     old, new = result[previous], result[current]
                     rows.append((title, "median ms", [r[0] for r in old], [r[0] for r in new], False))
+                    rows.append((title, "server CPU ms per thumbnail", [r[1] for r in old], [r[1] for r in new], False))
+                    title = "cold thumbnails, 1200x800 JPEG to width 256, 8 at once (96 a round)"
+                    print("benchrelease: %s" % title, file=sys.stderr, flush=True)
+                    result = alternate(builds, args.rounds, lambda b, r: cold_burst_round(servers[b[0]], r, 96))
+                    old, new = result[previous], result[current]
+                    rows.append((title, "per second", [r[0] for r in old], [r[0] for r in new], True))
                     rows.append((title, "server CPU ms per thumbnail", [r[1] for r in old], [r[1] for r in new], False))
             finally:
                 for server in servers.values():
