@@ -179,18 +179,15 @@ def main():
                     if Instructions.supported():
                         rows.append((title, "server instructions per answer (perf stat)", [r[2] for r in old],
                                      [r[2] for r in new], False))
-                if "cold" in wanted:
-                    title = "cold thumbnail, 4000x3000 JPEG to width 256, one at a time (8 a round)"
+                for title, figure, higher, round_of, count in () if "cold" not in wanted else (
+                        ("cold thumbnail, 4000x3000 JPEG to width 256, one at a time (8 a round)", "median ms", False,
+                         cold_thumbnail_round, 8),
+                        ("cold thumbnails, 1200x800 JPEG to width 256, 8 at once (96 a round)", "per second", True,
+                         cold_burst_round, 96)):
                     print("benchrelease: %s" % title, file=sys.stderr, flush=True)
-                    result = alternate(builds, args.rounds, lambda b, r: cold_thumbnail_round(servers[b[0]], r, 8))
+                    result = alternate(builds, args.rounds, lambda b, r: round_of(servers[b[0]], r, count))
                     old, new = result[previous], result[current]
-                    rows.append((title, "median ms", [r[0] for r in old], [r[0] for r in new], False))
-                    rows.append((title, "server CPU ms per thumbnail", [r[1] for r in old], [r[1] for r in new], False))
-                    title = "cold thumbnails, 1200x800 JPEG to width 256, 8 at once (96 a round)"
-                    print("benchrelease: %s" % title, file=sys.stderr, flush=True)
-                    result = alternate(builds, args.rounds, lambda b, r: cold_burst_round(servers[b[0]], r, 96))
-                    old, new = result[previous], result[current]
-                    rows.append((title, "per second", [r[0] for r in old], [r[0] for r in new], True))
+                    rows.append((title, figure, [r[0] for r in old], [r[0] for r in new], higher))
                     rows.append((title, "server CPU ms per thumbnail", [r[1] for r in old], [r[1] for r in new], False))
             finally:
                 for server in servers.values():
