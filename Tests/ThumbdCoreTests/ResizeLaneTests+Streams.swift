@@ -12,8 +12,8 @@ import BlobStore
 /// with resizes.
 extension ResizeLaneTests {
     /// A lane with one stream worker and a budget of 100.
-    static func streamLane(workers: Int) -> ResizeLane {
-        var configuration = ResizeLane.Configuration(workers: workers, maxQueued: 2, maxMemoryBytes: 100, timeLimit: .seconds(10),
+    static func streamLane(workers: Int, timeLimit: Duration = .seconds(10)) -> ResizeLane {
+        var configuration = ResizeLane.Configuration(workers: workers, maxQueued: 2, maxMemoryBytes: 100, timeLimit: timeLimit,
                                                      watchdogSlack: .milliseconds(100))
         configuration.streamWorkers = 1
         let lane = ResizeLane(configuration: configuration)
@@ -51,7 +51,9 @@ extension ResizeLaneTests {
 
     @Test("stop() waits for a streamed decode that runs, which then finishes and gives its memory back")
     func stopWaitsForStreams() async throws {
-        let lane = Self.streamLane(workers: 1)
+        // stop() waits for a running stream until the time limit and a second have passed:
+        // with 10 s, a CI run whose test process stalled for 28 s saw it return meanwhile.
+        let lane = Self.streamLane(workers: 1, timeLimit: .seconds(600))
         let gate = Gate()
         #expect(lane.startStream(cost: 40) {
             gate.add("stream started")
