@@ -16,7 +16,7 @@ struct BatchRestartTests {
 
     @Test("an unfinished batch: snapshot and stream come back, Last-Event-ID resumes with no gap or duplicate, the rest is made")
     func unfinishedBatch() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon()
         defer { first.remove(); origin.stop() }
         let urls = (0..<3).map { origin.url("/img/restart\($0).jpg") } + [origin.url("/gate/restart")]
@@ -58,7 +58,7 @@ struct BatchRestartTests {
 
     @Test("a stream open at shutdown gets a shutdown event without an id before it ends; its reconnect resumes after a restart")
     func shutdownEvent() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon()
         defer { first.remove(); origin.stop() }
         let batch = try await first.createBatch([origin.url("/img/bye0.jpg"), origin.url("/gate/bye")])
@@ -88,7 +88,7 @@ struct BatchRestartTests {
 
     @Test("a finished batch: the same events with the same ids after a restart; past its retention, 404")
     func finishedBatch() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon()
         defer { first.remove(); origin.stop() }
         let batch = try await first.createBatch([origin.url("/img/kept0.jpg"), origin.url("/status/404")])
@@ -111,7 +111,7 @@ struct BatchRestartTests {
 
     @Test("journals stay within the kept batches: one dropped from memory (maxKept) is gone after a restart; inline images are not journaled")
     func journalsFollowTheKeptBatches() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon { $0.batches.maxKept = 1 }
         defer { first.remove(); origin.stop() }
         let thumbnailer = try Thumbnailer()

@@ -17,7 +17,7 @@ struct AddedItemsTests {
 
     @Test("added items follow on in index, ask what the batch asks, come in its stream and its end; an ended batch refuses more")
     func added() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon()
         defer { daemon.remove(); origin.stop() }
         let batch = try await daemon.createBatch([origin.url("/img/first.jpg"), origin.url("/gate/added")],
@@ -60,7 +60,7 @@ struct AddedItemsTests {
 
     @Test("what only a batch's creation may set, a body that is not JSON, too many items, no such batch: refused, the batch runs on")
     func refused() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon { $0.batches.maxItems = 3 }
         defer { daemon.remove(); origin.stop() }
         let batch = try await daemon.createBatch([origin.url("/gate/refused")])
@@ -93,7 +93,7 @@ struct AddedItemsTests {
 
     @Test("items added before a restart come back with the batch, at their indices, and are made")
     func restart() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon()
         defer { first.remove(); origin.stop() }
         let batch = try await first.createBatch([origin.url("/gate/kept")], extra: ",\"w\":30,\"format\":\"png\"")

@@ -26,14 +26,14 @@ struct DestinationTests {
           arguments: ["http://localhost:%d/x.jpg", "https://localhost:%d/x.jpg"])
     func noPortScan(_ pattern: String) async throws {
         let listener = try Listener()
-        let closed = try Listener.closedPort()
+        let closed = try ClosedPort()
         let daemon = try TestDaemon { $0.upstream.allowPrivateNetworks = false }
         defer { daemon.remove() }
         func ask(_ port: UInt16) async throws -> HTTPResult {
             try await request(daemon.port, "/thumb?url=" + String(format: pattern, Int(port)).queryEncoded)
         }
         let open = try await ask(listener.port)
-        let shut = try await ask(closed)
+        let shut = try await ask(closed.port)
         #expect(open.status == 403)
         #expect(open.errorCode == "destination_not_allowed")
         #expect(shut.status == open.status)
@@ -73,7 +73,7 @@ struct DestinationTests {
 struct ParentProxyTests {
     @Test("fetches go to the proxy in absolute form; thumbd never resolves the origin's name itself")
     func throughProxy() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         // Private networks stay refused: the proxy the operator configured is the one
         // loopback address thumbd may connect to. `.invalid` never resolves (RFC 6761):

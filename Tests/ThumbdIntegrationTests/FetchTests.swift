@@ -72,7 +72,7 @@ struct FetchTests {
 
     @Test("a restarted daemon serves from its SQLite file without asking the origin")
     func hitAfterRestart() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let first = try TestDaemon()
         defer { first.remove(); origin.stop() }
         let original = try await request(first.port, origin.thumb("/img/persist.jpg"))

@@ -73,10 +73,20 @@ struct FocusTests {
     @Test("a batch that says what is on screen gets progress events for those items only")
     func progressOnScreenOnly() async throws {
         try await withOriginAndDaemon({ $0.batches.progressIntervalMilliseconds = 0 }) { origin, daemon in
-            let slow = (0..<2).map { origin.url("/slow?size=12000&chunk=3000&every=150&n=\($0)") }
-            let batch = try await daemon.createBatch(slow, extra: ",\"focus\":[0]")
-            let events = try await daemon.allEvents(batch.events).parser.events
-            #expect(events.filter { $0.type == "done" }.count == 2)
+            let body = try Thumbnailer().testImage(width: 1200, height: 800).array
+            #expect(body.count > 8 * 4096)
+            for index in 0..<2 { try await origin.put("p\(index).bin", body) }
+            // Each held after its first 4 KB until the stream is open: a stream opened after
+            // both were done (a loaded machine took longer than the downloads) has no progress.
+            let held = (0..<2).map { origin.url("/file/p\($0).bin?chunk=4096&every=10&hold=p\($0)") }
+            let batch = try await daemon.createBatch(held, extra: ",\"focus\":[0]")
+            let client = try await blocking { try EventStreamClient(port: daemon.port, path: batch.events) }
+            defer { client.close() }
+            for index in 0..<2 { try await origin.release("p\(index)") }
+            try await blocking { try client.read(seconds: 120) }
+            let events = client.parser.events
+            #expect(client.closedByServer)
+            #expect(events.filter { $0.type == "done" }.count == 2, "\(events.map(\.type))")
             let progress = Set(events.filter { $0.type == "progress" }.compactMap { payload($0)["index"] as? Int })
             #expect(progress == [0])
         }

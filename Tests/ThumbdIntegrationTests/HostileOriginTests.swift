@@ -95,7 +95,7 @@ struct HostileOriginTests {
     func redirectHop() async throws {
         // Private networks are allowed here (the origin is on loopback too), so the second hop
         // is refused by the allow list — checked before its socket is opened, like addresses.
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let listener = try Listener()
         let daemon = try TestDaemon { $0.upstream.allowHosts = ["127.0.0.1"] }
         defer { daemon.remove(); origin.stop() }

@@ -13,7 +13,7 @@ struct MemoryBoundTests {
     @Test("on-screen batch items streaming and /thumb resizes at once: the estimates together stay within the budget")
     func budgetHolds() async throws {
         let thumbnailer = try Thumbnailer()
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let budget = 12 << 20
         let daemon = try TestDaemon { $0.thumbnails.maxMemoryBytes = budget }

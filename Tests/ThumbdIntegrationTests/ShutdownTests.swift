@@ -150,7 +150,7 @@ struct ShutdownTests {
     @Test("a part that fails to start stops the ones before it in reverse, starts none after it; on a thread and in the group",
           arguments: [false, true])
     func failedStart(inGroup: Bool) async throws {
-        let origin = try TestOrigin()  // its port is taken: `/metrics`'s own listener fails
+        let origin = try await TestOrigin()  // its port is taken: `/metrics`'s own listener fails
         defer { origin.stop() }
         let log = InMemoryLogHandler()
         var logger = Logger(label: "thumbd.test") { _ in log }
@@ -185,7 +185,7 @@ struct ShutdownTests {
 
     @Test("as a service: the group's graceful shutdown answers the waiters, stops the daemon and ends run()")
     func serviceGroup() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let test = try TestDaemon(start: false)
         defer { test.remove() }

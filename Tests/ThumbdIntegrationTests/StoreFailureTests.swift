@@ -11,7 +11,7 @@ import ThumbdTesting
 struct StoreFailureTests {
     @Test("lookups that fail on every request are logged once per window, not once per request; answers still come")
     func lookupFailuresRateLimited() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let log = InMemoryLogHandler()
         var logger = Logger(label: "thumbd.test") { _ in log }

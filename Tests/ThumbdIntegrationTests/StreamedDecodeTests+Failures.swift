@@ -26,7 +26,7 @@ extension StreamedDecodeTests {
 
     @Test("not a JPEG (a PNG), though on screen: made in the lane")
     func notStreamed() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon()
         defer { daemon.remove(); origin.stop() }
         let png = try Self.thumbnailer.testImage(width: 1200, height: 800, format: .png)
@@ -62,7 +62,7 @@ extension StreamedDecodeTests {
 
     @Test("an on-screen download that stalls mid-body: the stream ends with the transfer's low-speed abort, the item fails")
     func stalled() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon { $0.upstream.lowSpeedSeconds = 1 }
         defer { daemon.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
@@ -83,7 +83,7 @@ extension StreamedDecodeTests {
 
     @Test("the batch cancelled while its on-screen JPEG streams: the stream stops at once, though a /thumb client keeps the download")
     func cancelledWhileStreaming() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon()
         defer { daemon.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)

@@ -38,7 +38,7 @@ struct StreamedDecodeTests {
     /// An origin, a daemon with its shipped streams, and one with none (whose tiles all come
     /// from the lane): what a stream makes is compared with what the lane makes.
     static func withStreamingAndLane(_ body: (TestOrigin, TestDaemon, TestDaemon) async throws -> Void) async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let streaming = try TestDaemon()
         let lane = try TestDaemon { $0.thumbnails.streams = 0 }
         defer { streaming.remove(); lane.remove(); origin.stop() }
@@ -85,7 +85,7 @@ struct StreamedDecodeTests {
 
     @Test("a streamed decode counts toward thumbnails.maxMemoryBytes, as every resize does")
     func streamsShareTheBudget() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon()
         defer { daemon.remove(); origin.stop() }
         try await origin.put("budget.jpg", Self.thumbnailer.testImage(width: 3000, height: 2000).array)
@@ -105,7 +105,7 @@ struct StreamedDecodeTests {
 
     @Test("/thumb (which any page can ask) and a batch item off screen are made in the lane")
     func onlyOnScreen() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon()
         defer { daemon.remove(); origin.stop() }
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
@@ -153,7 +153,7 @@ struct StreamedDecodeTests {
 
     @Test("an on-screen original whose body is whole before a stream slot is free is still decoded as a stream, not in the lane")
     func wholeBeforeSlot() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         let daemon = try TestDaemon { $0.thumbnails.streams = 1 }
         defer { daemon.remove(); origin.stop() }
         try await origin.put("big.jpg", Self.thumbnailer.testImage(width: 3000, height: 2000).array)

@@ -30,6 +30,10 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
         // that can pass the default 10 s, and the fetch would end in 504 mid-test.
         configuration.upstream.lowSpeedSeconds = 120
         configuration.upstream.timeoutMilliseconds = 300_000
+        // A resize runs at nice 10, below every test's own threads; with the whole suite at
+        // once on two cores a 400x200 crop has passed the default 10 s. A test of the limit
+        // sets its own.
+        configuration.thumbnails.timeLimitSeconds = 300
         configure(&configuration)
         self.directory = directory
         self.configuration = configuration
@@ -59,7 +63,7 @@ package final class TestDaemon: @unchecked Sendable {  // fields are set once in
 /// `configure`), both stopped when `body` returns or throws.
 package func withOriginAndDaemon(_ configure: (inout ThumbdConfiguration) -> Void = { _ in },
                                  _ body: (TestOrigin, TestDaemon) async throws -> Void) async throws {
-    let origin = try TestOrigin()
+    let origin = try await TestOrigin()
     let daemon = try TestDaemon(configure)
     defer { daemon.remove(); origin.stop() }
     try await body(origin, daemon)

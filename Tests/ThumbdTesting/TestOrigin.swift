@@ -1,17 +1,24 @@
 import Foundation
+import Synchronization
 
 /// The origin from `scripts/testorigin.py`, as a child process on an ephemeral port.
 package final class TestOrigin: @unchecked Sendable {  // immutable after init; Pipe is not marked Sendable
     package let port: UInt16
     private let process: ChildProcess
     private let stdin: Pipe
+    /// Its port once it has stopped, held so that nothing else listens there (see `stop`).
+    private let heldPort = Mutex<ClosedPort?>(nil)
 
     package static var packageRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
     }
 
-    package init() throws {
+    /// Starts the origin and waits for it to print its port. The wait (a Python start, which
+    /// takes seconds when a whole suite starts origins on two cores) runs on a thread of its
+    /// own: on the cooperative pool, two of them held both threads and stopped every other
+    /// test's continuations for 30 s.
+    package init() async throws {
         let stdin = Pipe(), stdout = Pipe()
         self.stdin = stdin
         process = try ChildProcess("/usr/bin/env", ["python3", Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path],
@@ -20,12 +27,15 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
         // The child's ends are the child's alone: its exit ends the read below.
         try? stdin.fileHandleForReading.close()
         try? stdout.fileHandleForWriting.close()
-        var line = [UInt8]()
         let handle = stdout.fileHandleForReading
-        while !line.contains(10) {
-            let chunk = handle.availableData
-            guard !chunk.isEmpty else { throw HTTPTestError(description: "origin exited before printing its port") }
-            line += chunk
+        let line = try await blocking {
+            var line = [UInt8]()
+            while !line.contains(10) {
+                let chunk = handle.availableData
+                guard !chunk.isEmpty else { throw HTTPTestError(description: "origin exited before printing its port") }
+                line += chunk
+            }
+            return line
         }
         let text = String(decoding: line, as: UTF8.self)
         guard let port = text.split(separator: " ").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
@@ -37,10 +47,16 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     deinit { stop() }
 
     /// Ends the origin and waits for it to exit, so that nothing answers on its port after this
-    /// returns: a test that stops the origin next asks for what only a dead origin gives.
+    /// returns: a test that stops the origin next asks for what only a dead origin gives. The
+    /// port stays held (bound, never listening) while this lives, so that a connect to it is
+    /// refused: another test's listener took a stopped origin's port once, and the daemon
+    /// fetched from that instead.
     package func stop() {
         try? stdin.fileHandleForWriting.close()
         process.stop()
+        guard heldPort.withLock({ $0 == nil }) else { return }
+        let held = try? ClosedPort(port)
+        heldPort.withLock { $0 = $0 ?? held }
     }
 
     /// The absolute URL of `path` on this origin.

@@ -99,7 +99,7 @@ package final class TestTLSOrigin: @unchecked Sendable {  // set once in init
     }
 
     /// A port the kernel just handed out (bound, then closed for nginx to take).
-    private static func freePort() throws -> UInt16 { try Listener.closedPort() }
+    private static func freePort() throws -> UInt16 { try ClosedPort().port }
 
     private static func accepts(_ port: UInt16) -> Bool {
         guard let connection = try? RawConnection(port: port) else { return false }

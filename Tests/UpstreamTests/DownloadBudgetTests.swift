@@ -44,7 +44,7 @@ struct DownloadBudgetTests {
 
     @Test("bodies held past the budget pause the next downloads, which go on when they are freed; none fails")
     func pausesUntilFreed() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let size = 600_000
         for index in 0..<6 {
@@ -75,7 +75,7 @@ struct DownloadBudgetTests {
 
     @Test("bodies without a Content-Length are charged as their buffer grows, and all finish under a small budget")
     func chunkedUnderPressure() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let limit = 1 << 20, maxObjectBytes = 2 << 20
         let loops = TransferLoops(configuration: Self.configuration(limit: limit, maxObjectBytes: maxObjectBytes), threads: 2)
@@ -96,7 +96,7 @@ struct DownloadBudgetTests {
 
     @Test("a failed download gives its memory back")
     func failureGivesBack() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(limit: 1 << 20, maxObjectBytes: 2 << 20), threads: 1)
         loops.start()
@@ -112,7 +112,7 @@ struct DownloadBudgetTests {
 
     @Test("a download that runs out of time while paused for memory says so, not that the origin was slow")
     func timeoutWhilePaused() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         for index in 0..<3 {
             try await origin.put("t\(index).bin", [UInt8](repeating: UInt8(index), count: 600_000))
@@ -138,7 +138,7 @@ struct DownloadBudgetTests {
 
     @Test("a small body does not wait behind large ones holding the budget: it takes from the reserve")
     func smallBodiesGoOn() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         for index in 0..<3 {
             try await origin.put("l\(index).bin", [UInt8](repeating: UInt8(index), count: 600_000))
@@ -166,7 +166,7 @@ struct DownloadBudgetTests {
 
     @Test("a download cancelled while paused for memory ends at once and holds nothing")
     func cancelWhilePaused() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         for index in 0..<3 {
             try await origin.put("c\(index).bin", [UInt8](repeating: UInt8(index), count: 600_000))

@@ -24,7 +24,7 @@ struct TransferLoopTests {
 
     @Test("progress is published while the bytes arrive, with the total, then the outcome")
     func progress() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loop = Self.loop()
         defer { loop.shutdown() }
@@ -48,7 +48,7 @@ struct TransferLoopTests {
 
     @Test("a body tapped after its first bytes came is read from the start: the body so far, then the rest")
     func lateTap() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         try await origin.put("late.bin", body)
@@ -80,7 +80,7 @@ struct TransferLoopTests {
 
     @Test("a cancelled transfer stops, and the origin sees the connection close")
     func cancel() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loop = Self.loop()
         defer { loop.shutdown() }
@@ -97,7 +97,7 @@ struct TransferLoopTests {
 
     @Test("a burst's connections are kept for the next burst, not closed as its last transfers end")
     func keepsConnections() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loop = Self.loop()
         defer { loop.shutdown() }

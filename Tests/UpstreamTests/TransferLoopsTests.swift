@@ -54,7 +54,7 @@ struct TransferLoopsTests {
 
     @Test("two loops: a host's transfers are spread over both and, together, never exceed maxPerHost")
     func perHostTotal() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxPerHost: 3), threads: 2)
         loops.start()
@@ -79,7 +79,7 @@ struct TransferLoopsTests {
 
     @Test("a job is cancelled on the loop it runs on; the other loop's job goes on")
     func cancelOnItsLoop() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(), threads: 2)
         loops.start()
@@ -102,7 +102,7 @@ struct TransferLoopsTests {
 
     @Test("new limits while running: queued jobs start under them at once; a limit below the loops is refused")
     func applyWhileRunning() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxPerHost: 2), threads: 2)
         loops.start()
@@ -126,7 +126,7 @@ struct TransferLoopsTests {
 
     @Test("a smaller queue applied while running refuses new jobs past it")
     func applySmallerQueue() async throws {
-        let origin = try TestOrigin()
+        let origin = try await TestOrigin()
         defer { origin.stop() }
         let loops = TransferLoops(configuration: Self.configuration(maxConcurrent: 2), threads: 2)
         loops.start()
