@@ -17,7 +17,7 @@ extension Thumbnailer {
                 thumbd_vips_load(plan.source.source.code, $0.baseAddress, $0.count, Int32(plan.loadShrink), Int32(plan.frames), &out)
             }
         }
-        guard plan.frames > 1 else { return try make(from: loaded, plan, control: control, inThisThread: true, preview: preview) }
+        guard plan.frames > 1 else { return try make(from: loaded, plan, control: control, preview: preview) }
         return try animation(from: loaded, plan, control: control, preview: preview)
     }
 
@@ -38,18 +38,18 @@ extension Thumbnailer {
             let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
                 thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)
             }
-            return try make(from: loaded, plan, control: control, inThisThread: true, preview: preview)
+            return try make(from: loaded, plan, control: control, preview: preview)
         }
     }
 
     /// One still image: its frame, its preview, its encode. The decode runs in the calling
-    /// thread (`inThisThread`), as a streamed one does: on libvips's workers (one a resize)
+    /// thread, from a whole body as from a feed: on libvips's workers (one a resize)
     /// the caller only waited, and the hand-offs between the two, strip by strip, left the
     /// cores idle between them (81% busy with 1200x800 thumbnails 8 at once on 2 cores,
     /// 90% in this thread, which makes 6% more a second at 5% less CPU each).
-    private func make(from loaded: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl, inThisThread: Bool,
+    private func make(from loaded: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl,
                       preview: ((Thumbnail) -> Void)?) throws(ThumbnailerError) -> Thumbnail {
-        let final = try frame(loaded, plan, control: control, inThisThread: inThisThread)
+        let final = try frame(loaded, plan, control: control, inThisThread: true)
         if let preview, let tiny = try? Self.preview(of: final) { preview(tiny) }
         return try encode(final, plan, control: control, frames: 1)
     }
