@@ -143,7 +143,7 @@ let package = Package(
             dependencies: ["HTTPServer", "LoopbackClient", "EventStream", "Support", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support", "TestThreads"]),
-        .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "EventStream"]),
+        .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "EventStream", "ThumbdTesting"]),
         .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting", "TestThreads"]),
         .testTarget(
             name: "ThumbdCoreTests",
