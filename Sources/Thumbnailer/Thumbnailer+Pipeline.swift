@@ -96,7 +96,7 @@ extension Thumbnailer {
         case .down: (VIPS_SIZE_DOWN, VIPS_INTERESTING_NONE)
         case .attention: (VIPS_SIZE_BOTH, VIPS_INTERESTING_ATTENTION)
         }
-        let resized = try VipsImageHandle(else: { .resizeRefused($0) }, compiles: true) { [image] in
+        let resized = try VipsImageHandle(else: { .resizeRefused($0) }) { [image] in
             thumbd_vips_resize(image.raw, Int32(plan.box.width), Int32(plan.box.height), Int32(size.rawValue),
                                Int32(interesting.rawValue), &$0)
         }
@@ -113,10 +113,10 @@ extension Thumbnailer {
             }
         }
         if let sigma = spec.blur {
-            final = try VipsImageHandle(else: { .resizeRefused($0) }, compiles: true) { [final] in thumbd_vips_blur(final.raw, sigma, &$0) }
+            final = try VipsImageHandle(else: { .resizeRefused($0) }) { [final] in thumbd_vips_blur(final.raw, sigma, &$0) }
         }
         if let sigma = spec.sharpen {
-            final = try VipsImageHandle(else: { .resizeRefused($0) }, compiles: true) { [final] in thumbd_vips_sharpen(final.raw, sigma, &$0) }
+            final = try VipsImageHandle(else: { .resizeRefused($0) }) { [final] in thumbd_vips_sharpen(final.raw, sigma, &$0) }
         }
         switch plan.finish {
         case .pad where final.width != plan.box.width || final.height != plan.box.height:
@@ -133,7 +133,7 @@ extension Thumbnailer {
                 }
             }
         case .stretch where final.width != plan.box.width || final.height != plan.box.height:
-            final = try VipsImageHandle(else: { .resizeRefused($0) }, compiles: true) { [final] in
+            final = try VipsImageHandle(else: { .resizeRefused($0) }) { [final] in
                 thumbd_vips_stretch(final.raw, Int32(plan.box.width), Int32(plan.box.height), &$0)
             }
         default:
@@ -172,7 +172,7 @@ extension Thumbnailer {
     /// A preview of decoded pixels (the tile's, already small): resized to fit
     /// `previewBox`, encoded as WebP.
     private static func preview(of image: VipsImageHandle) throws(ThumbnailerError) -> Thumbnail {
-        let tiny = try VipsImageHandle(else: { .resizeRefused($0) }, compiles: true) {
+        let tiny = try VipsImageHandle(else: { .resizeRefused($0) }) {
             thumbd_vips_resize(image.raw, Int32(previewBox), Int32(previewBox), Int32(VIPS_SIZE_BOTH.rawValue),
                                Int32(VIPS_INTERESTING_NONE.rawValue), &$0)
         }

@@ -129,42 +129,21 @@ public final class Thumbnailer: Sendable {
 
 /// One VipsImage reference, owned here and released in one place (deinit). A failed make
 /// becomes the error `failure` names from libvips's text.
-///
-/// libvips compiles liborc programs while it builds some operations (a resize's reduce, a
-/// convolution) and frees them when the operation goes. Debian 12's liborc (0.4.33) frees
-/// a program's code without any lock (`orc_code_chunk_free`), so a free in one thread beside
-/// a compile or a free in another corrupts liborc's list of code chunks: the daemon crashed
-/// there once in a resize thread under the grid bench (SIGSEGV in liborc), and a C loop of 8
-/// threads resizing crashed in 2 runs of 3. libvips compiles under its own global lock but
-/// frees under none, and neither that lock nor liborc's can be held around a release, which
-/// takes them inside (a deadlock, tried). So every build that may compile (`compiles`: a
-/// resize, a stretch, a blur, a sharpen) and every release takes `orcTurn`, thumbd's own
-/// lock, which libvips never takes: a free never meets a compile. A load, a decode, a read
-/// waiting for bytes and an encode run outside it; a build or a release holds it for well
-/// under a millisecond.
 final class VipsImageHandle {
     let raw: UnsafeMutablePointer<VipsImage>
 
-    private static let orcTurn = Mutex(())
-
-    /// `compiles`: `make` builds an operation that may compile liborc code (no pixel is
-    /// computed, no byte awaited); it runs under `orcTurn`.
-    init(else failure: (String) -> ThumbnailerError, compiles: Bool = false,
+    init(else failure: (String) -> ThumbnailerError,
          _ make: (inout UnsafeMutablePointer<VipsImage>?) -> Int32) throws(ThumbnailerError) {
         var out: UnsafeMutablePointer<VipsImage>?
-        let rc = compiles ? Self.orcTurn.withLock { _ in make(&out) } : make(&out)
+        let rc = make(&out)
         guard rc == 0, let out else {
-            if let out { Self.release(out) }
+            if let out { thumbd_vips_unref(out) }
             throw failure(Thumbnailer.takeError())
         }
         raw = out
     }
 
-    deinit { Self.release(raw) }
-
-    private static func release(_ image: UnsafeMutablePointer<VipsImage>) {
-        orcTurn.withLock { _ in thumbd_vips_unref(image) }
-    }
+    deinit { thumbd_vips_unref(raw) }
 
     var width: Int { Int(vips_image_get_width(raw)) }
     var height: Int { Int(vips_image_get_height(raw)) }
