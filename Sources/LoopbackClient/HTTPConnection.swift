@@ -87,6 +87,7 @@ public final class HTTPConnection: @unchecked Sendable {  // used by one thread 
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }  // a signal came first: nothing was sent
             guard n > 0 else { throw HTTPClientError("send: \(String(cString: strerror(errno)))") }
             sent += n
         }
@@ -185,7 +186,7 @@ public final class HTTPConnection: @unchecked Sendable {  // used by one thread 
         buffer.removeAll()
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = receive(into: &chunk)
             if n == 0 { return true }
             if n < 0 { return errno == ECONNRESET }
         }
@@ -203,7 +204,7 @@ public final class HTTPConnection: @unchecked Sendable {  // used by one thread 
     @discardableResult
     private func fill(endIsError: Bool = true) throws(HTTPClientError) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let n = receive(into: &chunk)
         if n == 0 {
             if endIsError { throw HTTPClientError("connection closed by \(peer) after \(lastRequest)") }
             return false
@@ -213,6 +214,18 @@ public final class HTTPConnection: @unchecked Sendable {  // used by one thread 
         }
         buffer.append(contentsOf: chunk[..<n])
         return true
+    }
+
+    /// One `recv(2)`, again when a signal interrupts it before any byte came. With a receive
+    /// timeout set, Linux never restarts a socket read after a signal handler ran, even one
+    /// installed with SA_RESTART (signal(7)): a profiler's or a debugger's signal would
+    /// otherwise fail the read. Each try waits up to the timeout afresh.
+    private func receive(into chunk: inout [UInt8]) -> Int {
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            return n
+        }
     }
 
     private func find(_ needle: [UInt8]) -> Int? {
