@@ -5,6 +5,7 @@
 
 
 #include <vips/vips.h>
+#include <vips/vector.h>  // vips_vector_isenabled: whether libvips runs liborc code (OrcTurns)
 #include <libheif/heif.h>
 #include <string.h>
 

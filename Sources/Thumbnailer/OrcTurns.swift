@@ -1,3 +1,4 @@
+internal import CVips
 import Glibc
 import Synchronization
 
@@ -23,6 +24,10 @@ package enum OrcTurns {
     /// How many compiles and frees came through `turn`: the tests' proof that libvips's
     /// calls reach these definitions (a build that lost them would run unguarded).
     package static var calls: Int { turn.withLock { $0 } }
+
+    /// Whether libvips runs liborc code at all (`VIPS_NOVECTOR` or a build without liborc:
+    /// no compile, no free, nothing to guard).
+    package static var libvipsCompiles: Bool { vips_vector_isenabled() != 0 }
 
     fileprivate static let turn = Mutex(0)
 
