@@ -222,7 +222,10 @@ def load(work, url, count, scroll=False, paste=None, timeout=90, server=None):
                              % json.dumps("\n".join(paste)))
         scrolled = not scroll
         while time.monotonic() < deadline:
-            if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index]').length") or 0) >= count:
+            # Its tiles exist: laid out, numbered or not (thumbd's page numbers its tiles once
+            # its batch is answered; waiting for that scrolled it a POST's round trip and a
+            # poll later than the pages whose tiles come numbered).
+            if not scrolled and (browser.evaluate("document.querySelectorAll('[data-index], .tile').length") or 0) >= count:
                 browser.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
                 scrolled = True
             # A tile a page cancelled (a <thumbd-img> scrolled away long enough) is settled too.
