@@ -20,6 +20,12 @@ import Synchronization
 /// `dlsym(RTLD_NEXT)`. Nothing else runs under the lock, and liborc takes no lock of thumbd's
 /// or libvips's inside it, so it cannot deadlock; a compile or a free holds it for
 /// microseconds, once per operation built, never per pixel.
+///
+/// The lock is not re-entered: liborc calls these two functions inside itself directly, not
+/// through its PLT (0.4.33, disassembled), so its own calls never land here while a thread
+/// holds `turn`. Those inner calls (`orc_memcpy`, `orc_memset` compiling their programs on
+/// first use) are not among what libvips calls, so nothing libvips does compiles or frees
+/// outside the lock.
 package enum OrcTurns {
     /// How many compiles and frees came through `turn`: the tests' proof that libvips's
     /// calls reach these definitions (a build that lost them would run unguarded).
