@@ -3,7 +3,9 @@
 a release (the hot hit, unpinned and pinned to one core; the cold thumbnail of a 4000x3000
 photo, and 1200x800 ones 8 at once; the browser grid, cold and warm), each with its median,
 its spread (lowest–highest round) and a steadier figure beside the wall time (the server's
-CPU per answer or per tile).
+CPU per answer or per tile). The hot hit and the cold thumbnail are also counted in
+instructions under callgrind (scripts/benchinstructions.py), twice a build: a figure the
+machine's noise does not move, which tells a 1% change.
 
 The previous release is found from git, not from tags (tags may not travel): CHANGELOG.md
 lists the releases, newest first; the one before this build's (`BuildInfo.version`) is the
@@ -32,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from benchpeers import Instructions, Origin, Thumbd, pin, warm  # noqa: E402
+from benchinstructions import COLD_THUMBNAILS, HOT_REQUESTS, counted_scenes  # noqa: E402
 from benchreleasescenes import alternate, cold_burst_round, cold_thumbnail_round, grid_rounds, hot_round  # noqa: E402
 
 BUILD_INFO = "Sources/ThumbdCore/Daemon/BuildInfo.swift"
@@ -119,9 +122,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=8, help="rounds of the hot and cold scenes (8)")
     parser.add_argument("--grid-rounds", type=int, default=5, help="rounds of the browser grid (5; 0 leaves it out)")
     parser.add_argument("--seconds", type=int, default=4, help="seconds of wrk per hot round (4)")
-    parser.add_argument("--only", action="append", choices=["hot", "pinned", "cold", "grid"])
+    parser.add_argument("--only", action="append", choices=["hot", "pinned", "cold", "counted", "grid"])
     args = parser.parse_args()
-    wanted = set(args.only or ["hot", "pinned", "cold", "grid"])
+    wanted = set(args.only or ["hot", "pinned", "cold", "counted", "grid"])
 
     if args.previous_binary:
         label, binary = "previous", os.path.abspath(args.previous_binary)
@@ -142,7 +145,7 @@ def main():
     os.makedirs(files)
     rows = []  # (scene, metric, previous figures, this build's figures, higher is better)
     try:
-        if wanted & {"hot", "pinned", "cold"}:
+        if wanted & {"hot", "pinned", "cold", "counted"}:
             import pyvips  # noqa: F401  (the photo below)
             from benchthumbs import photo
             for name, size in (("big.jpg", (4000, 3000)), ("small.jpg", (1200, 800))):
@@ -189,6 +192,19 @@ def main():
                     old, new = result[previous], result[current]
                     rows.append((title, figure, [r[0] for r in old], [r[0] for r in new], higher))
                     rows.append((title, "server CPU ms per thumbnail", [r[1] for r in old], [r[1] for r in new], False))
+                if "counted" in wanted:
+                    # Deterministic: two runs a build show it (their spread is about 0.5%).
+                    print("benchrelease: instructions, under callgrind", file=sys.stderr, flush=True)
+                    for server in servers.values():
+                        server.stop()
+                    servers = {}
+                    result = counted_scenes(builds, origin, work, hot_path)
+                    old, new = result[previous], result[current]
+                    for i, (title, metric) in enumerate((
+                            ("hot hit, 14 KB, %d answers in turn" % HOT_REQUESTS, "instructions per answer (callgrind)"),
+                            ("cold thumbnail, 4000x3000 JPEG to width 256, %d in turn" % COLD_THUMBNAILS,
+                             "instructions per thumbnail (callgrind)"))):
+                        rows.append((title, metric, [r[i] for r in old], [r[i] for r in new], False))
             finally:
                 for server in servers.values():
                     server.stop()
@@ -217,8 +233,8 @@ def main():
     print("\n%s, %d cores; %d rounds (grid: %d), alternated; WORSE: more than 10%% worse and beyond the spread" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(), args.rounds, args.grid_rounds))
     if not Instructions.supported():
-        print("Instructions per answer: this machine exposes no instruction counter to perf stat; CPU us per "
-              "answer stands in for it.")
+        print("Instructions per answer: this machine exposes no instruction counter to perf stat; callgrind's "
+              "count stands in for it (user space only: thumbd's code and its libraries', not the kernel's).")
     if flagged:
         print("benchrelease: %d figure(s) more than 10%% worse than %s" % (flagged, label), file=sys.stderr)
 
