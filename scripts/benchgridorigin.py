@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The grid bench's origin: the photos (made here with libvips, each distinct) served with
-60 ms of latency before each answer and ~4 MB/s per connection, in a process of its own.
+60 ms of latency before each answer and ~4 MB/s per connection, in a process of its own,
+with the ETag and Last-Modified a static file server (nginx) sends.
 
   benchgridorigin.py DIR    prints "PORT n", serves DIR until its stdin closes
 """
+import email.utils
 import os
 import queue
 import statistics
@@ -21,6 +23,7 @@ RATE = 4 << 20  # bytes per second per connection
 def serve_origin(directory):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     files = {}  # read once, on first ask (pages are written while it runs)
+    stamps = {}  # their modification times
 
     def read(name):
         if name not in files:
@@ -32,6 +35,7 @@ def serve_origin(directory):
             if name.endswith(".html"):
                 return body
             files[name] = body
+            stamps[name] = int(os.stat(os.path.join(directory, os.path.basename(name))).st_mtime)
         return files[name]
 
     class Handler(BaseHTTPRequestHandler):
@@ -54,6 +58,9 @@ def serve_origin(directory):
             self.send_header("Content-Type", "text/html; charset=utf-8" if name.endswith(".html") else "image/jpeg")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store" if name.endswith(".html") else "max-age=86400")
+            if not name.endswith(".html"):  # the validators a static file server sends (nginx's ETag)
+                self.send_header("ETag", '"%x-%x"' % (stamps[name], len(body)))
+                self.send_header("Last-Modified", email.utils.formatdate(stamps[name], usegmt=True))
             self.end_headers()
             # ~RATE per connection: 64 KB, then the pause that keeps it to the rate.
             chunk = 64 << 10

@@ -6,7 +6,8 @@ delayed requests at the rate the fan-out scenario needs).
 
     /img/NAME?delay=MS&size=N   an image after MS milliseconds (asyncio.sleep)
     /gate/NAME                  waits until GET /__release/NAME
-    /file/NAME/TAG              the file NAME of $BENCH_FILES (TAG makes distinct URLs)
+    /file/NAME/TAG              the file NAME of $BENCH_FILES (TAG makes distinct URLs), with
+                                the ETag and Last-Modified nginx would send for it
     /validated/NAME?cc=CC&delay=MS
                                 an image with ETag and Last-Modified, Cache-Control CC; a
                                 matching If-None-Match is answered 304 (counted)
@@ -21,6 +22,7 @@ Absolute-form request targets (from a proxy) are understood.
 Prints "PORT <n>"; exits when stdin closes.
 """
 import asyncio
+import email.utils
 import json
 import os
 import random
@@ -44,9 +46,15 @@ def body_of(size):
 
 
 def file_of(name):
+    """(body, validators): a file's bytes with the ETag and Last-Modified a static file server
+    sends (nginx's ETag: the file's mtime and size in hex)."""
     if name not in BODIES:
-        with open(os.path.join(os.environ["BENCH_FILES"], os.path.basename(name)), "rb") as f:
-            BODIES[name] = f.read()
+        path = os.path.join(os.environ["BENCH_FILES"], os.path.basename(name))
+        with open(path, "rb") as f:
+            body = f.read()
+        stat = os.stat(path)
+        BODIES[name] = (body, b'ETag: "%x-%x"\r\nLast-Modified: %s\r\n' % (
+            int(stat.st_mtime), len(body), email.utils.formatdate(stat.st_mtime, usegmt=True).encode()))
     return BODIES[name]
 
 
@@ -124,7 +132,8 @@ async def handle(reader, writer):
                 await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg", validators)
                 continue
             if path.startswith("/file/"):  # /file/NAME/ANYTHING: $BENCH_FILES/NAME (scripts/benchthumbs.py)
-                await respond(writer, 200, file_of(path.split("/")[2]), b"image/jpeg")
+                body, validators = file_of(path.split("/")[2])
+                await respond(writer, 200, body, b"image/jpeg", validators)
                 continue
             await respond(writer, 200, body_of(int(q.get("size", "12288"))), b"image/jpeg")
     except (asyncio.IncompleteReadError, ConnectionError):

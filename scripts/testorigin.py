@@ -5,7 +5,8 @@ async-http-client's HTTPBin); it counts requests per path and notices clients th
     /img/NAME.jpg?size=N&delay=MS&cc=CACHE-CONTROL   a real 8x8 JPEG padded to N bytes (distinct per NAME)
     /png/NAME.png?size=N                             a real 8x8 PNG padded to N bytes
     /garbage.png                                     a PNG signature followed by noise
-    /file/NAME                                       what the test stored with PUT /__put/NAME
+    /file/NAME                                       what the test stored with PUT /__put/NAME (?etag=E: with
+                                                     `ETag: E`, sent as given)
     /file/NAME?delay=MS&chunk=B&every=MS&cut=N        the same, after MS ms, B bytes every MS ms; with cut,
                                                      the connection closes after N bytes (a download cut short);
                                                      with hold=NAME, after its first chunk until GET /__release/NAME;
@@ -251,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                 return
-            return self.send(200, body, "application/octet-stream", extra)
+            return self.send(200, body, "application/octet-stream", extra + ([("ETag", q["etag"])] if "etag" in q else []))
         if path.startswith("/status/"):
             code = int(path.split("/")[2])
             return self.send(code, b'{"origin": "says %d"}' % code, "application/json")

@@ -145,7 +145,7 @@ final class ObjectSource: Sendable {
                 defaultTTL: configuration.store.defaultTTLSeconds, maxTTL: configuration.store.maxTTLSeconds)
             let object = CachedObject(
                 key: key, url: url, status: 200, contentType: contentType, body: response.body,
-                etag: Self.etag(of: response.body), upstreamETag: response.etag, lastModified: response.lastModified,
+                etag: Self.etag(of: response.body, at: key, origin: response.etag), upstreamETag: response.etag, lastModified: response.lastModified,
                 fetchedAt: now, expiresAt: now + Int64(freshness.ttlSeconds), graceSeconds: freshness.graceSeconds)
             guard freshness.storable else {
                 coalescer.complete(key: key, job: job, with: .success(object))
@@ -209,9 +209,28 @@ final class ObjectSource: Sendable {
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
+    /// An original's strong validator. With the origin's own strong ETag, 128 bits of the
+    /// SHA-256 of the key, that ETag and the body's length: the origin promises that its
+    /// strong ETag names these very bytes (Varnish and nginx pass it on as theirs), and
+    /// hashing a few dozen bytes spares the body's hash: for a 2.7 MB original 1.3 ms of CPU
+    /// where the CPU has SHA instructions and 3.6 ms where it has not (3% and 8% of its
+    /// thumbnail), on the path of its first answer. The key keeps two URLs that share an
+    /// ETag apart, the length two bodies an origin gave one ETag by mistake. Without one (or
+    /// with a weak one), the body's own hash.
+    static func etag(of body: Bytes, at key: String, origin: String?) -> String {
+        guard let origin, origin.utf8.count >= 2, origin.utf8.first == UInt8(ascii: "\""),
+              origin.utf8.last == UInt8(ascii: "\"")
+        else { return etag(of: body) }
+        return quoted(SHA256.hash(data: Array("\(key)\n\(origin)\n\(body.count)".utf8)))
+    }
+
     /// A strong validator: 128 bits of the body's SHA-256.
     static func etag(of body: Bytes) -> String {
-        let digest = body.withUnsafeBytes { SHA256.hash(data: $0) }
+        quoted(body.withUnsafeBytes { SHA256.hash(data: $0) })
+    }
+
+    /// 128 bits of `digest` as a quoted entity-tag.
+    private static func quoted(_ digest: SHA256.Digest) -> String {
         let hex = Array("0123456789abcdef".utf8)
         var text: [UInt8] = [UInt8(ascii: "\"")]
         for byte in digest.prefix(16) {
