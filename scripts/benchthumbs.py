@@ -178,7 +178,7 @@ def main():
             servers = [thumbd] + thumbors
             floors = (("libvips in-process (floor)", lambda: floor_cpu_ms(data, 5)),
                       ("libvips in-process, thumbd's steps", lambda: same_work_cpu_ms(data, 5)),
-                      ("the same, with the SHA-256s and SQLite inserts a cache makes",
+                      ("the same, with the ETags and SQLite inserts a cache makes",
                        lambda: stored_work_cpu_ms(data, work, 5)))
             rates = {peer.name: [] for peer in servers}
             cpu = {name: [] for name in [peer.name for peer in servers] + [label for label, _ in floors]}
