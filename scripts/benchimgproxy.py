@@ -129,6 +129,7 @@ def main():
 
     def against(name, i):
         return within_rounds([row[i] for row in results["thumbd"]], [row[i] for row in results[name]])
+
     print()
     print("### imgproxy's scene: 2040x1356 JPEG, fit 512x512, JPEG q80 progressive, 2 clients, every request a new "
           "origin URL (median of %d rounds of %d)" % (args.rounds, args.requests))
@@ -146,10 +147,11 @@ def main():
               best, against(best, 0), PUBLISHED["imgproxy"], PUBLISHED["thumbor"],
               ratio * PUBLISHED["thumbor"] / PUBLISHED["imgproxy"]))
     cores = os.cpu_count() or 2
-    print()
+
     def to_floor(name):
         return within_rounds([row[1] for row in results[name]], floors)
 
+    print()
     print("The floor: libvips in-process doing thumbd's steps spends %.1f ms of CPU an image, so %d cores make at "
           "most %.0f images a second; thumbd spends %s that (fetch, check, store, HTTP included), %s %s "
           "(each round's ratio). The most thumbd could be ahead of %s at full CPU is about %.2fx." % (
