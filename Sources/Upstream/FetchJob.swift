@@ -123,8 +123,9 @@ public final class FetchJob: Sendable {
 
     /// Adds a reader of the body as it arrives; nil once the fetch has completed. A reader
     /// added after the body began reads it from the body so far, which every `.bytes`
-    /// carries: a tap can never be too late while bytes still come (a fast origin's first
-    /// bytes may reach the transfer loop before the thread that started the fetch taps it).
+    /// carries, at the next piece: a tap is never too late while bytes still come. One that
+    /// must see the first bytes (an origin may send them and pause) is added before the job
+    /// is submitted.
     public func observeBody(_ observer: @escaping @Sendable (BodyEvent) -> Void) -> UInt64? {
         state.withLock { state -> UInt64? in
             guard !state.completed else { return nil }

@@ -54,9 +54,12 @@ final class ObjectSource: Sendable {
 
     /// Joins (or starts) the fetch of `destination`; `waiter` gets the outcome exactly once
     /// unless the ticket leaves first. With the `stale` stored copy the fetch is
-    /// conditional: a `304` renews that copy instead of downloading it again.
+    /// conditional: a `304` renews that copy instead of downloading it again. `beforeStart`
+    /// gets the job this call starts, before its transfer is submitted (nothing of its body
+    /// has come yet).
     func fetch(_ destination: DestinationPolicy.Destination, priority: Priority, stale: CachedObject? = nil,
-               requestID: String? = nil, waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
+               requestID: String? = nil, beforeStart: ((FetchJob) -> Void)? = nil,
+               waiter: @escaping FetchCoalescer.Waiter) -> FetchCoalescer.Joined {
         let key = destination.url
         let stale = stale?.status == 200 ? stale : nil
         let joined = coalescer.join(key: key, priority: priority, now: Self.now(), waiter: waiter) {
@@ -75,8 +78,11 @@ final class ObjectSource: Sendable {
         // The flight's leader checks once more: one may have committed between the lookup and the join.
         if let object = fresh(key) {
             coalescer.complete(key: key, job: job, with: object.status == 200 ? .success(object) : .failure(.upstreamStatus(object.status)))
-        } else if !loop.submit(job) {
-            coalescer.complete(key: key, job: job, with: .failure(ThumbdError(UpstreamError.queueFull)))
+        } else {
+            beforeStart?(job)
+            if !loop.submit(job) {
+                coalescer.complete(key: key, job: job, with: .failure(ThumbdError(UpstreamError.queueFull)))
+            }
         }
         return joined
     }

@@ -80,7 +80,23 @@ final class VariantSource: Sendable {
             return
         }
         // The original is fetched (conditionally, when a stale copy of it is stored).
-        let fetch = source.fetch(destination, priority: priority, stale: original, requestID: requestID) { [self] outcome, _ in
+        // Only a batch's item may stream (its focus decides at the first bytes): `/thumb`,
+        // which any page can ask, never touches the download's body. A download this item
+        // starts is tapped before it is submitted: tapped after, its first bytes could come
+        // first, and an origin that then pauses (or a last piece) would leave the stream
+        // waiting for bytes that had come.
+        let tap: @Sendable (FetchJob) -> Void = { [self] download in
+            guard job.isPatient, let slots = streams, job.stream == nil else { return }
+            let stream = StreamedDecode(
+                thumbnailer: thumbnailer, slots: slots,
+                lane: lane, stage: source.stage,
+                eligible: { [urgency = job.urgency] in onScreen || urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
+            ) { [self] header in try plan(variant, of: header) }
+            job.stream = stream
+            if !stream.tap(download) { job.stream = nil }
+        }
+        let fetch = source.fetch(destination, priority: priority, stale: original, requestID: requestID,
+                                 beforeStart: tap) { [self] outcome, _ in
             // On the processing stage already (the fetch's completion runs there).
             job.originalArrived()
             switch outcome {
@@ -90,17 +106,9 @@ final class VariantSource: Sendable {
             }
         }
         if fetch.ready == nil, !job.waitOnOriginal(fetch.ticket) { source.leave(fetch.ticket) }
-        // Only a batch's item may stream (its focus decides at the first bytes): `/thumb`,
-        // which any page can ask, never touches the download's body.
-        if fetch.ready == nil, job.isPatient, let slots = streams, let download = fetch.flight {
-            let stream = StreamedDecode(
-                thumbnailer: thumbnailer, slots: slots,
-                lane: lane, stage: source.stage,
-                eligible: { [urgency = job.urgency] in onScreen || urgency.isFocused }, wantsPreview: { [job] in job.wantsPreview }
-            ) { [self] header in try plan(variant, of: header) }
-            job.stream = stream
-            if !stream.tap(download) { job.stream = nil }
-        }
+        // A download already running (another's, joined) is tapped now: it reads from the
+        // body so far at its next piece.
+        if fetch.ready == nil, fetch.role != .leader, let download = fetch.flight { tap(download) }
         if let ready = fetch.ready {
             source.stage.submit { [self] in
                 switch ready {
