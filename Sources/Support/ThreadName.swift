@@ -53,19 +53,29 @@ package enum ThreadPriority {
 extension ThreadPriority {
     /// Lowers to `niceness` every thread of this process whose name starts with `prefix`
     /// (threads a library starts and names, such as libvips's workers, whose priority its
-    /// API does not set). Threads already at or below it are left alone.
+    /// API does not set). Threads already at or below it are left alone, and their names are
+    /// not read: a resize calls this each time, and most threads are lowered already.
     package static func lower(threadsNamed prefix: String, to niceness: Int32) {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         for task in tasks {
-            guard let tid = id_t(task),
-                  let data = FileManager.default.contents(atPath: "/proc/self/task/\(task)/comm"),
-                  String(decoding: data, as: UTF8.self).hasPrefix(prefix)
-            else { continue }
+            guard let tid = id_t(task) else { continue }
             errno = 0
             let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
-            if errno == 0 && current >= niceness { continue }
+            guard errno == 0, current < niceness, name(ofTask: task).hasPrefix(prefix) else { continue }
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, niceness)
         }
+    }
+
+    /// A thread's name from the kernel (`comm`, 15 bytes and a newline at most), read
+    /// without Foundation's buffers: one open, one read.
+    private static func name(ofTask task: String) -> String {
+        let fd = open("/proc/self/task/\(task)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return "" }
+        return String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .newlines)
     }
 }
 

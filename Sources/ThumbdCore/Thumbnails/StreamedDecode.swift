@@ -58,6 +58,7 @@ final class StreamedDecode: Sendable {
     private struct State {
         var phase = Phase.waitingForHeader
         var begun = false  // bytes have come
+        var cameWhileChecking = false  // bytes came while the header was checked
         var observers: [@Sendable (Outcome) -> Void] = []
     }
 
@@ -191,8 +192,10 @@ final class StreamedDecode: Sendable {
     /// processing stage (never on the loop).
     private func considerStarting() {
         let check = state.withLock { state -> Bool in
+            if case .checking = state.phase { state.cameWhileChecking = true }
             guard case .waitingForHeader = state.phase else { return false }
             state.phase = .checking
+            state.cameWhileChecking = false
             return true
         }
         guard check else { return }
@@ -206,7 +209,14 @@ final class StreamedDecode: Sendable {
         let plan: ThumbnailPlan
         switch verdict {
         case .later:
-            state.withLock { if case .checking = $0.phase { $0.phase = .waitingForHeader } }
+            // Bytes that came during the check may hold the rest of the header: checked again
+            // now, not at the next piece, which a paused origin may not send for a while.
+            let again = state.withLock { state -> Bool in
+                guard case .checking = state.phase else { return false }
+                state.phase = .waitingForHeader
+                return state.cameWhileChecking
+            }
+            if again { considerStarting() }
             return
         case .never:
             state.withLock { $0.phase = .off }
