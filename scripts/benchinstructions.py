@@ -141,3 +141,32 @@ def counted_scenes(builds, origin, work, hot_path, runs=2):
                 server.stop()
             results[build].append((hot / HOT_REQUESTS, cold / COLD_THUMBNAILS))
     return results
+
+
+FLOOR = """
+import sys
+import pyvips
+data = open(sys.argv[1], "rb").read()
+width = pyvips.Image.new_from_buffer(data, "").width
+shrink = next((s for s in (8, 4, 2) if width / 256 >= s), 1)
+for _ in range(int(sys.argv[2])):
+    image = pyvips.Image.jpegload_buffer(data, shrink=shrink, access="sequential")
+    image.thumbnail_image(256).jpegsave_buffer(Q=80, strip=True)
+"""
+
+
+def floor_instructions(path, work):
+    """libvips in one Python process doing thumbd's steps on the file `path` (the JPEG
+    decoded at thumbd's shrink, thumbnail_image to width 256, JPEG Q 80 without metadata), counted
+    as thumbd's cold thumbnails are: instructions per thumbnail, the difference between runs
+    of 1 and 1 + COLD_THUMBNAILS thumbnails (which leaves Python's start and libvips's first
+    use out)."""
+    counts = []
+    for n in (1, 1 + COLD_THUMBNAILS):
+        out = os.path.join(work, "floor-%d.callgrind" % n)
+        subprocess.run(["valgrind", "--tool=callgrind", "--smc-check=all", "--callgrind-out-file=" + out,
+                        "python3", "-c", FLOOR, path, str(n)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            counts.append(int(re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M).group(1)))
+    return (counts[1] - counts[0]) / COLD_THUMBNAILS

@@ -179,7 +179,9 @@ def main():
             floors = (("libvips in-process (floor)", lambda: floor_cpu_ms(data, 5)),
                       ("libvips in-process, thumbd's steps", lambda: same_work_cpu_ms(data, 5)),
                       ("the same, with the ETags and SQLite inserts a cache makes",
-                       lambda: stored_work_cpu_ms(data, work, 5)))
+                       lambda: stored_work_cpu_ms(data, work, 5)),
+                      ("the same, and the original received over loopback first",
+                       lambda: stored_work_cpu_ms(data, work, 5, fetch=(origin.port, "/file/%s/floor" % name))))
             rates = {peer.name: [] for peer in servers}
             cpu = {name: [] for name in [peer.name for peer in servers] + [label for label, _ in floors]}
             for r in range(3 if args.quick else 5):
