@@ -4,7 +4,7 @@
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libvips-dev pkg-config \
+      libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libvips-dev libjpeg-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Resolve dependencies in their own layer, so source edits do not refetch them.
@@ -20,7 +20,7 @@ RUN swift build -c release --product thumbd --static-swift-stdlib \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd12 libcurl4 libsqlite3-0 libvips42 libstdc++6 ca-certificates \
+      libmicrohttpd12 libcurl4 libsqlite3-0 libvips42 libjpeg62-turbo libstdc++6 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --home-dir /var/lib/thumbd --create-home thumbd
 COPY --from=build /out/thumbd /usr/local/bin/thumbd

@@ -47,6 +47,9 @@ let package = Package(
         .systemLibrary(
             name: "CVips", pkgConfig: "vips",
             providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(
+            name: "CJPEG", pkgConfig: "libjpeg",
+            providers: [.apt(["libjpeg-dev"])]),
         // glibc's allocator controls (malloc.h): a header of libc, no library to link.
         .systemLibrary(name: "CMalloc"),
 
@@ -69,7 +72,7 @@ let package = Package(
             dependencies: ["CSQLite", "Support", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "Thumbnailer",
-            dependencies: ["CVips", "Support"]),
+            dependencies: ["CVips", "CJPEG", "Support"]),
 
         // The product: routing, /thumb, batches, events, coalescing, policy, processing.
         .target(

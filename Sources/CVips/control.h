@@ -84,4 +84,50 @@ static inline int thumbd_vips_materialize_here(VipsImage *in, thumbd_vips_contro
     return thumbd_vips_adopt_pixels(in, pixels, line * (size_t)height, out);
 }
 
+/// An image's rows computed in the calling thread, strip by strip, for an encoder that asks
+/// for them in order (thumbd_vips_rows_fill, a CJPEG thumbd_jpeg_rows_fn): the region they are
+/// read from and the control checked before each strip. Holds a reference to the control.
+typedef struct {
+    VipsRegion *region;
+    thumbd_vips_control *control;
+} thumbd_vips_rows;
+
+/// The encoder's rows of `in` (sRGB, 8 bits a sample: thumbd_vips_rows_ready), or
+/// NULL. Free with thumbd_vips_rows_free.
+static inline thumbd_vips_rows *thumbd_vips_rows_new(VipsImage *in, thumbd_vips_control *control) {
+    VipsRegion *region = vips_region_new(in);
+    if (region == NULL) return NULL;
+    thumbd_vips_rows *rows = g_new0(thumbd_vips_rows, 1);
+    rows->region = region;
+    rows->control = g_atomic_rc_box_acquire(control);
+    return rows;
+}
+
+static inline void thumbd_vips_rows_free(thumbd_vips_rows *rows) {
+    g_object_unref(rows->region);
+    g_atomic_rc_box_release(rows->control);
+    g_free(rows);
+}
+
+/// Whether an encoder can take `in`'s rows as they are: sRGB, 8 bits a sample, no alpha (what
+/// a still thumbnail is, its source grey or not).
+static inline int thumbd_vips_rows_ready(VipsImage *in) {
+    return vips_image_get_format(in) == VIPS_FORMAT_UCHAR && vips_image_get_bands(in) == 3 &&
+           vips_image_get_interpretation(in) == VIPS_INTERPRETATION_sRGB;
+}
+
+/// Computes rows `top` to `top + count - 1` here and points `lines` at them; -1 once the
+/// control is cancelled or past its deadline ("stopped"), or when the computation fails.
+static inline int thumbd_vips_rows_fill(void *context, int top, int count, unsigned char **lines) {
+    thumbd_vips_rows *rows = (thumbd_vips_rows *)context;
+    if (thumbd_vips_control_cancelled(rows->control) || thumbd_vips_control_expired(rows->control)) {
+        vips_error("thumbd", "stopped");
+        return -1;
+    }
+    VipsRect rect = {0, top, vips_image_get_width(rows->region->im), count};
+    if (vips_region_prepare(rows->region, &rect) != 0) return -1;
+    for (int i = 0; i < count; i++) lines[i] = (unsigned char *)VIPS_REGION_ADDR(rows->region, 0, top + i);
+    return 0;
+}
+
 #endif

@@ -29,7 +29,7 @@ extension Thumbnailer {
     /// feed too, or a decode waiting for bytes would wait for them.
     ///
     /// The decode runs in the calling thread (no libvips worker), at its priority: the
-    /// caller chooses it. Only the small encode uses libvips's workers.
+    /// caller chooses it. Only an encode to another format than JPEG uses libvips's workers.
     public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
@@ -154,6 +154,10 @@ extension Thumbnailer {
     private func encode(_ image: VipsImageHandle, _ plan: ThumbnailPlan, control: ResizeControl,
                         frames: Int) throws(ThumbnailerError) -> Thumbnail {
         let spec = plan.spec
+        if Self.canEncodeHere(image, spec.format, frames: frames) {
+            let bytes = try Self.encodeJPEGHere(image, quality: spec.quality, progressive: spec.progressive, control: control)
+            return Thumbnail(body: bytes, format: spec.format, width: image.width, height: image.height, frames: 1)
+        }
         control.watch(image.raw)
         let flatten = spec.background ?? .white
         let colour = [Double(flatten.red), Double(flatten.green), Double(flatten.blue)]

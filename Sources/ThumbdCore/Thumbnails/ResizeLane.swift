@@ -10,8 +10,8 @@ import Upstream
 /// behind one (imgproxy's workers semaphore and bounded queue).
 ///
 /// - at most `workers` resizes at once, each on one of the lane's own threads
-///   (`thumbd-resize`), where a still image is decoded and resized; these and libvips's own
-///   workers (an animation's frames, every encode) run at a lower priority (nice 10) than
+///   (`thumbd-resize`), where a still image is decoded, resized and (as JPEG) encoded; these
+///   and libvips's own workers (an animation's frames, the other encoders) run at a lower priority (nice 10) than
 ///   the rest of the daemon: with every core busy
 ///   resizing, the kernel still runs a hit or a small miss first;
 /// - at most `maxQueued` waiting: past that `submit` refuses at once (503 `busy`);
