@@ -92,4 +92,21 @@ extension ThumbnailerTests {
         let blocked = Self.blocked() - before
         #expect(before >= 0 && blocked < 40, "this thread blocked \(blocked) times")
     }
+
+    @Test("a JPEG libjpeg refuses (wider than its 65,500 pixels) fails as .failed with libjpeg's reason; the next encode works")
+    func jpegRefusedByLibjpeg() throws {
+        // The daemon's own limits (w, h ≤ 8192, times dpr) never reach it; the thumbnailer's
+        // do, and libjpeg's refusal comes back through its longjmp in the shim.
+        let source = try Self.thumbnailer.quadrants(width: 400, height: 300, format: .png)
+        let wide = ThumbnailSpec(width: 66_000, height: 10, fit: .fill, format: .jpeg, quality: 80)
+        let refused = Result { () throws(ThumbnailerError) -> Thumbnail in try Self.thumbnailer.thumbnail(of: source, wide) }
+        if case .failure(.failed(let reason)) = refused {
+            #expect(reason.contains("65500"), "\(reason)")
+        } else {
+            Issue.record("a 66000-pixel-wide JPEG: \(refused)")
+        }
+        let made = try Self.thumbnailer.thumbnail(of: source, ThumbnailSpec(width: 200, height: 150, fit: .fill, format: .jpeg,
+                                                                           quality: 80))
+        #expect(try Self.thumbnailer.header(of: made.body).width == 200)
+    }
 }
