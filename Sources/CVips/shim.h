@@ -175,6 +175,23 @@ static inline int thumbd_vips_adopt_pixels(VipsImage *in, void *pixels, size_t s
     return rc;
 }
 
+/// An image over decoded `pixels` (`width`×`height`×`bands` bytes, 8 bits a sample, sRGB
+/// or grey; malloc'ed, which g_free frees since GLib 2.46), which it takes as
+/// thumbd_vips_adopt_pixels does. `orientation` (EXIF, 1–8) is kept for the resize to apply,
+/// as a loader keeps it.
+static inline int thumbd_vips_image_from_pixels(void *pixels, int width, int height, int bands, int orientation,
+                                                VipsImage **out) {
+    VipsImage *bare = vips_image_new_from_memory(pixels, (size_t)width * height * bands, width, height, bands,
+                                                 VIPS_FORMAT_UCHAR);
+    if (bare == NULL) { g_free(pixels); return -1; }
+    g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);
+    int rc = vips_copy(bare, out, "interpretation", bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W,
+                       NULL);
+    g_object_unref(bare);
+    if (rc == 0 && orientation > 1) vips_image_set_int(*out, VIPS_META_ORIENTATION, orientation);
+    return rc;
+}
+
 /// Evaluates `in` into one block of memory (g_malloc'ed, freed with the image returned),
 /// and gives it back as a new image with no metadata at all: what an encoder sees carries
 /// no EXIF, XMP, ICC or comment, however large the source's were.

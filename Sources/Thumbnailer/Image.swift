@@ -61,15 +61,19 @@ public struct ImageHeader: Sendable, Equatable {
     public var pages: Int
     /// EXIF orientation (1–8; 5–8 swap width and height once applied).
     public var orientation: Int = 1
+    /// Bands as decoded (1 grey, 3 colour, 4 CMYK or colour with alpha).
+    public var bands: Int = 3
     /// The format, and so the loader that read it.
     public var source: SourceFormat
 
-    public init(width: Int, height: Int, hasAlpha: Bool, pages: Int, orientation: Int = 1, source: SourceFormat) {
+    public init(width: Int, height: Int, hasAlpha: Bool, pages: Int, orientation: Int = 1, bands: Int = 3,
+                source: SourceFormat) {
         self.width = width
         self.height = height
         self.hasAlpha = hasAlpha
         self.pages = pages
         self.orientation = orientation
+        self.bands = bands
         self.source = source
     }
 

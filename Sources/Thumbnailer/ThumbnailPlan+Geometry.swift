@@ -97,15 +97,32 @@ extension ThumbnailPlan {
 
     /// The shrink for an upright `area` of the source (all of it, or the asked crop) and the box.
     static func jpegShrink(area: (width: Int, height: Int), width boxWidth: Int?, height boxHeight: Int?, fit: Fit) -> Int {
+        guard let factor = jpegFactor(area: area, width: boxWidth, height: boxHeight, fit: fit) else { return 1 }
+        for shrink in [8, 4, 2] where factor >= Double(shrink) { return shrink }
+        return 1
+    }
+
+    /// libjpeg's smallest scale, in eighths, that keeps the decoded `area` at least as large
+    /// as the box asks, when it is one the loader's shrinks do not offer (3, 5, 6 or 7); nil
+    /// when it is (1, 2, 4, 8: `jpegShrink` is the same scale).
+    static func jpegEighths(area: (width: Int, height: Int), width boxWidth: Int?, height boxHeight: Int?,
+                            fit: Fit) -> Int? {
+        guard let factor = jpegFactor(area: area, width: boxWidth, height: boxHeight, fit: fit) else { return nil }
+        let eighths = min(8, max(1, Int((8 / factor - 1e-9).rounded(.up))))
+        return [1, 2, 4, 8].contains(eighths) ? nil : eighths
+    }
+
+    /// How many times larger the `area` is than the box, on the side that must stay at least
+    /// as large as the box: nil with no box.
+    static func jpegFactor(area: (width: Int, height: Int), width boxWidth: Int?, height boxHeight: Int?,
+                           fit: Fit) -> Double? {
         let ratios = [boxWidth.map { Double(area.width) / Double($0) }, boxHeight.map { Double(area.height) / Double($0) }]
             .compactMap { $0 }
-        guard let smallest = ratios.min(), let largest = ratios.max() else { return 1 }
+        guard let smallest = ratios.min(), let largest = ratios.max() else { return nil }
         // cover and fill need both sides at least as large as the box; the others only the
         // side that decides the fit.
         let both = boxWidth != nil && boxHeight != nil && (fit == .cover || fit == .fill)
-        let factor = both ? smallest : largest
-        for shrink in [8, 4, 2] where factor >= Double(shrink) { return shrink }
-        return 1
+        return both ? smallest : largest
     }
 }
 

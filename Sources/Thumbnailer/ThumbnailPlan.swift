@@ -61,8 +61,12 @@ public struct ThumbnailPlan: Sendable, Equatable {
 
     public let source: ImageHeader
     public let spec: ThumbnailSpec
-    /// libjpeg's decode shrink (1, 2, 4 or 8).
+    /// libjpeg's decode shrink (1, 2, 4 or 8) in libvips's loader.
     public let loadShrink: Int
+    /// The scale, in eighths (3, 5, 6 or 7), a still JPEG is decoded at by libjpeg itself,
+    /// when the size asked lies between two of the loader's shrinks: fewer pixels decoded and
+    /// resized than at `loadShrink`. nil: the loader decodes it.
+    public let decodeEighths: Int?
     /// The cut of the loaded image, in its own (not yet rotated) frame, estimated from the
     /// header; the cut made is `cut(loaded:)` of the image actually loaded (the decoder's
     /// shrink may round the other way).
@@ -74,6 +78,10 @@ public struct ThumbnailPlan: Sendable, Equatable {
     /// The box the resize is given (before `rotate`), and how it meets it.
     public let box: (width: Int, height: Int)
     public let resize: Resize
+    /// The size the resize gives (before a pad, a stretch or `rotate`). libjpeg's scaled
+    /// sides are rounded up each on its own (300×600 at 3/8 is 113×225), so an image it
+    /// decodes is resized to this size exactly, from the source's own ratio.
+    public let resized: (width: Int, height: Int)
     public let finish: Finish
     /// The size of the thumbnail (after `rotate`).
     public let output: (width: Int, height: Int)
@@ -85,10 +93,12 @@ public struct ThumbnailPlan: Sendable, Equatable {
     public let estimatedBytes: Int
 
     public static func == (lhs: ThumbnailPlan, rhs: ThumbnailPlan) -> Bool {
-        lhs.source == rhs.source && lhs.spec == rhs.spec && lhs.loadShrink == rhs.loadShrink && lhs.crop == rhs.crop
+        lhs.source == rhs.source && lhs.spec == rhs.spec && lhs.loadShrink == rhs.loadShrink
+            && lhs.decodeEighths == rhs.decodeEighths && lhs.crop == rhs.crop
             && lhs.region == rhs.region
             && lhs.coverAspect.map { [$0.width, $0.height] } == rhs.coverAspect.map { [$0.width, $0.height] }
-            && lhs.box == rhs.box && lhs.resize == rhs.resize && lhs.finish == rhs.finish && lhs.output == rhs.output
+            && lhs.box == rhs.box && lhs.resize == rhs.resize && lhs.resized == rhs.resized && lhs.finish == rhs.finish
+            && lhs.output == rhs.output
             && lhs.frames == rhs.frames && lhs.intermediatePixels == rhs.intermediatePixels
             && lhs.estimatedBytes == rhs.estimatedBytes
     }
@@ -125,7 +135,14 @@ public struct ThumbnailPlan: Sendable, Equatable {
         let shrink = source.source == .jpeg
             ? Self.jpegShrink(area: area, width: boxWidth, height: boxHeight, fit: spec.fit) : 1
         loadShrink = shrink
-        let loaded = (width: Self.divideUp(area.width, shrink), height: Self.divideUp(area.height, shrink))
+        let eighths = source.source == .jpeg && frames == 1 && (source.bands == 1 || source.bands == 3)
+            ? Self.jpegEighths(area: area, width: boxWidth, height: boxHeight, fit: spec.fit) : nil
+        decodeEighths = eighths
+        // A side as decoded: libjpeg rounds a scaled side up.
+        let decoded = { (side: Int) -> Int in eighths.map { Self.divideUp(side * $0, 8) } ?? Self.divideUp(side, shrink) }
+        let loaded = (width: decoded(area.width), height: decoded(area.height))
+        // The ratio a fit keeps: the source's own when libjpeg scales it (see `resized`).
+        let kept = eighths == nil ? loaded : area
         var aspect: (width: Int, height: Int)?
         var intermediate = 0
         var made: (width: Int, height: Int)
@@ -144,6 +161,7 @@ public struct ThumbnailPlan: Sendable, Equatable {
             resize = .attention
             finish = .none
             made = (width, height)
+            resized = made
         case (.cover, _):
             let width = boxWidth!, height = boxHeight!
             aspect = (width, height)
@@ -151,19 +169,22 @@ public struct ThumbnailPlan: Sendable, Equatable {
             resize = .exact
             finish = .none
             made = (width, height)
+            resized = made
         case (.contain, _), (.fill, _):
             let width = boxWidth!, height = boxHeight!
             box = (width, height)
             resize = .inside
             finish = spec.fit == .contain ? .pad : .stretch
             made = (width, height)
-            let inside = Self.inside(loaded, width, height, enlarge: true)
+            let inside = Self.inside(kept, width, height, enlarge: true)
+            resized = inside
             intermediate = inside.width * inside.height
         case (.inside, _):
             box = (boxWidth ?? Self.unbounded, boxHeight ?? Self.unbounded)
             resize = .down
             finish = .none
-            made = Self.inside(loaded, boxWidth ?? Self.unbounded, boxHeight ?? Self.unbounded, enlarge: false)
+            made = Self.inside(kept, boxWidth ?? Self.unbounded, boxHeight ?? Self.unbounded, enlarge: false)
+            resized = made
             // A source is measured against the thumbnail limit too: w alone never enlarges,
             // so it keeps a tall source's full height.
             guard made.width * made.height <= limits.maxOutputPixels else {
@@ -174,8 +195,8 @@ public struct ThumbnailPlan: Sendable, Equatable {
         output = turns ? (made.height, made.width) : made
         crop = Self.cut(source: source, region: region, aspect: aspect, gravity: spec.gravity,
                         loaded: source.swapsSides
-                            ? (Self.divideUp(source.height, shrink), Self.divideUp(source.width, shrink))
-                            : (Self.divideUp(source.width, shrink), Self.divideUp(source.height, shrink)))
+                            ? (decoded(source.height), decoded(source.width))
+                            : (decoded(source.width), decoded(source.height)))
         intermediatePixels = intermediate
         if spec.format == .avif, output.width * output.height > limits.maxAVIFPixels {
             throw .tooCostly("an AVIF of \(output.width)×\(output.height) is more than \(limits.maxAVIFPixels) pixels; "
@@ -184,10 +205,11 @@ public struct ThumbnailPlan: Sendable, Equatable {
         let outputPixels = output.width * output.height
         try Self.checkFilters(spec, pixels: outputPixels * frames, limits: limits)
         let bytes = Self.bytesPerPixel
-        let whole = Self.divideUp(source.width, shrink) * Self.divideUp(source.height, shrink)
-        let decode = source.source.decodesWhole
+        let whole = decoded(source.width) * decoded(source.height)
+        // libjpeg decoding at `eighths` writes the whole image before the resize reads it.
+        let decode = source.source.decodesWhole || eighths != nil
             ? whole * bytes * (source.source == .heif ? 2 : 1) * frames
-            : Self.divideUp(source.width, shrink) * bytes * min(Self.divideUp(source.height, shrink), Self.streamingRows)
+            : decoded(source.width) * bytes * min(decoded(source.height), Self.streamingRows)
         let encoder = switch spec.format {
         case .avif: 24
         case .webp: 8

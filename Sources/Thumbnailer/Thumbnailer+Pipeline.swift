@@ -12,6 +12,10 @@ extension Thumbnailer {
     public func thumbnail(of body: Bytes, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
+        if let eighths = plan.decodeEighths,
+           let decoded = try Self.decodeJPEGHere(body, eighths: eighths, orientation: plan.source.orientation, control: control) {
+            return try make(from: decoded, plan, control: control, preview: preview)
+        }
         let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
             body.withUnsafeBytes {
                 thumbd_vips_load(plan.source.source.code, $0.baseAddress, $0.count, Int32(plan.loadShrink), Int32(plan.frames), &out)
@@ -33,7 +37,10 @@ extension Thumbnailer {
     public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
-        guard plan.source.source == .jpeg, let source = FeedSource(feed) else { throw .unsupportedFormat }
+        // A plan libjpeg decodes at its own scale (`decodeEighths`) is made from the whole body.
+        guard plan.source.source == .jpeg, plan.decodeEighths == nil, let source = FeedSource(feed) else {
+            throw .unsupportedFormat
+        }
         return try withExtendedLifetime(source) { () throws(ThumbnailerError) -> Thumbnail in
             let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
                 thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)
@@ -90,14 +97,19 @@ extension Thumbnailer {
                 thumbd_vips_crop(loaded.raw, Int32(cut.left), Int32(cut.top), Int32(cut.width), Int32(cut.height), &$0)
             }
         }
-        let (size, interesting): (VipsSize, VipsInteresting) = switch plan.resize {
+        var (size, interesting): (VipsSize, VipsInteresting) = switch plan.resize {
         case .exact: (VIPS_SIZE_FORCE, VIPS_INTERESTING_NONE)
         case .inside: (VIPS_SIZE_BOTH, VIPS_INTERESTING_NONE)
         case .down: (VIPS_SIZE_DOWN, VIPS_INTERESTING_NONE)
         case .attention: (VIPS_SIZE_BOTH, VIPS_INTERESTING_ATTENTION)
         }
-        let resized = try VipsImageHandle(else: { .resizeRefused($0) }) { [image] in
-            thumbd_vips_resize(image.raw, Int32(plan.box.width), Int32(plan.box.height), Int32(size.rawValue),
+        var target = plan.box
+        // libjpeg's own scale rounds each side up on its own: the size comes from the plan.
+        if plan.decodeEighths != nil, plan.resize == .inside || plan.resize == .down {
+            (size, target) = (VIPS_SIZE_FORCE, plan.resized)
+        }
+        let resized = try VipsImageHandle(else: { .resizeRefused($0) }) { [image, target] in
+            thumbd_vips_resize(image.raw, Int32(target.width), Int32(target.height), Int32(size.rawValue),
                                Int32(interesting.rawValue), &$0)
         }
         // The decoder runs here, tile by tile (or strip by strip), under the control.

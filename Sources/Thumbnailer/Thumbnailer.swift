@@ -96,7 +96,8 @@ public final class Thumbnailer: Sendable {
         }
         if let failure { throw .notAnImage(failure) }
         return ImageHeader(width: Int(raw.width), height: Int(raw.height), hasAlpha: raw.has_alpha != 0,
-                           pages: max(1, Int(raw.pages)), orientation: Int(raw.orientation), source: format)
+                           pages: max(1, Int(raw.pages)), orientation: Int(raw.orientation),
+                           bands: Int(raw.bands), source: format)
     }
 
     /// What `spec` of an image with `header` will cost; throws when it is refused.

@@ -39,7 +39,7 @@ struct StreamingTests {
         return feed
     }
 
-    @Test("the same thumbnail as from the whole body, at every JPEG shrink", arguments: [(256, 256), (600, 400), (2000, 1500)])
+    @Test("the same thumbnail as from the whole body, at every JPEG shrink", arguments: [(256, 256), (600, 400), (1500, 1000)])
     func sameAsWhole(size: (Int, Int)) throws {
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         let spec = ThumbnailSpec(width: size.0, height: size.1, fit: .cover, format: .jpeg, quality: 80)
@@ -48,6 +48,17 @@ struct StreamingTests {
         let streamed = try Self.thumbnailer.thumbnail(streaming: Self.feed(body), plan, control: ResizeControl(timeLimit: Self.noLimit))
         #expect(streamed.width == whole.width && streamed.height == whole.height)
         #expect(streamed.body == whole.body)
+    }
+
+    @Test("a plan libjpeg decodes at its own scale (3/8 to 7/8) is not streamed: made from the whole body")
+    func ownScaleNotStreamed() throws {
+        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
+        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
+                                             ThumbnailSpec(width: 2000, height: 1500, fit: .cover, format: .jpeg, quality: 80))
+        #expect(plan.decodeEighths == 6)
+        #expect(throws: ThumbnailerError.unsupportedFormat) {
+            try Self.thumbnailer.thumbnail(streaming: Self.feed(body), plan, control: ResizeControl(timeLimit: Self.noLimit))
+        }
     }
 
     @Test("a feed that fails midway fails the decode, and one cut short does too")

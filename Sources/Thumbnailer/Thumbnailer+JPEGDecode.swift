@@ -1,0 +1,80 @@
+internal import CJPEG
+internal import CVips
+import Foundation
+import Support
+
+/// A still JPEG decoded by libjpeg itself, in the calling thread, at a scale libvips's loader
+/// does not offer. The loader shrinks by 1, 2, 4 or 8 only; libjpeg's DCT scaling takes any
+/// eighth. A 2040×1356 photo fitted into 512×512 was decoded at 1/2 (1020×678) and resized
+/// by 1.99; at 3/8 (765×509) the decode costs about the same and the resize sees 44% fewer
+/// pixels. The plan chooses the scale (`ThumbnailPlan.decodeEighths`); the steps after it
+/// are the same (the resize applies the EXIF orientation kept on the image).
+extension Thumbnailer {
+    /// `body` decoded at `eighths`/8, or nil when libjpeg leaves it to the loader (CMYK).
+    static func decodeJPEGHere(_ body: Bytes, eighths: Int, orientation: Int,
+                               control: ResizeControl) throws(ThumbnailerError) -> VipsImageHandle? {
+        let target = DecodeTarget(control)
+        var message = [CChar](repeating: 0, count: 200)
+        let context = Unmanaged.passUnretained(target).toOpaque()
+        let rc = withExtendedLifetime(target) {
+            body.withUnsafeBytes { bytes in
+                message.withUnsafeMutableBufferPointer { text in
+                    thumbd_jpeg_decode(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, Int32(eighths),
+                                       nil, DecodeTarget.pixels, DecodeTarget.stop, context, text.baseAddress, text.count)
+                }
+            }
+        }
+        switch rc {
+        case 0:
+            guard let pixels = target.take() else { throw .notAnImage("libjpeg gave no pixels") }
+            return try VipsImageHandle(else: { .notAnImage($0) }) {
+                thumbd_vips_image_from_pixels(pixels, Int32(target.width), Int32(target.height), Int32(target.bands),
+                                              Int32(orientation), &$0)
+            }
+        case 1:
+            return nil
+        case -1:
+            throw control.failure(otherwise: .failed("the decode's memory could not be had"))
+        default:
+            let reason = message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw .notAnImage(reason.isEmpty ? "libjpeg could not decode the image" : reason)
+        }
+    }
+}
+
+/// Where one decode's pixels go, and what stops it: the callbacks' context. Owns the pixels
+/// until `take()` hands them on (to the image that frees them), and frees them in `deinit`
+/// if the decode failed after they were made.
+private final class DecodeTarget {
+    private let control: ResizeControl
+    private var pixels: UnsafeMutableRawPointer?
+    private(set) var width = 0
+    private(set) var height = 0
+    private(set) var bands = 0
+
+    init(_ control: ResizeControl) {
+        self.control = control
+    }
+
+    deinit { free(pixels) }
+
+    func take() -> UnsafeMutableRawPointer? {
+        defer { pixels = nil }
+        return pixels
+    }
+
+    static let pixels: thumbd_jpeg_pixels_fn = { context, width, height, bands in
+        guard let context, width > 0, height > 0, bands > 0 else { return nil }
+        let target = Unmanaged<DecodeTarget>.fromOpaque(context).takeUnretainedValue()
+        guard let memory = malloc(Int(width) * Int(height) * Int(bands)) else { return nil }
+        target.pixels = memory
+        (target.width, target.height, target.bands) = (Int(width), Int(height), Int(bands))
+        return memory.assumingMemoryBound(to: UInt8.self)
+    }
+
+    static let stop: thumbd_jpeg_stop_fn = { context in
+        guard let context else { return 1 }
+        let control = Unmanaged<DecodeTarget>.fromOpaque(context).takeUnretainedValue().control
+        return control.isCancelled || control.isExpired ? 1 : 0
+    }
+}
