@@ -82,15 +82,17 @@ extension ThumbnailerTests {
     func jpegEncodedInCallingThread() throws {
         // A large output, decoded at full size: libvips's jpegsave computes each strip on a
         // worker and hands it to the calling thread to compress, which blocks for each (about
-        // 240 times here). Encoded here, it blocks only on locks it shares with other threads'
-        // libvips calls (6 to 13 times, measured with the whole suite running beside it).
+        // 240 times here, at least once for each of the 188 strips). Encoded here, it blocks
+        // only on GLib's locks it shares with other threads' libvips calls: 6 to 13 times with
+        // the whole suite running beside it, 41 once in CI's (so the bound is half the old
+        // path's, not a figure of this one).
         let body = try Self.photo(4000, 3000)
         let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
                                              ThumbnailSpec(width: 4000, height: 3000, fit: .fill, format: .jpeg, quality: 95))
         let before = Self.blocked()
         _ = try Self.thumbnailer.thumbnail(of: body, plan, control: ResizeControl(timeLimit: StreamingTests.noLimit))
         let blocked = Self.blocked() - before
-        #expect(before >= 0 && blocked < 40, "this thread blocked \(blocked) times")
+        #expect(before >= 0 && blocked < 120, "this thread blocked \(blocked) times")
     }
 
     @Test("a JPEG libjpeg refuses (wider than its 65,500 pixels) fails as .failed with libjpeg's reason; the next encode works")
