@@ -4,10 +4,10 @@ import Support
 
 /// The bytes of an image still downloading, for a decode that reads them as they arrive
 /// (`Thumbnailer.thumbnail(streaming:…)`): one writer appends, one reader (libvips, through
-/// a `VipsSourceCustom` whose read callback comes here through the context pointer) takes
-/// them in order and waits while there are none. The writer ends the feed: whole, or failed
-/// (the reader's next read fails, and so does the decode). A cancel wakes a waiting reader
-/// the same way.
+/// a `VipsSourceCustom`, or libjpeg, through its source manager: each read callback comes
+/// here through a context pointer) takes them in order and waits while there are none. The
+/// writer ends the feed: whole, or failed (the reader's next read fails, and so does the
+/// decode). A cancel wakes a waiting reader the same way.
 ///
 /// `@unchecked Sendable`: every field is read and written under `condition`'s lock.
 public final class ByteFeed: @unchecked Sendable {  // every field only under `condition`'s lock
@@ -87,9 +87,9 @@ public final class ByteFeed: @unchecked Sendable {  // every field only under `c
         return ended && !failed
     }
 
-    /// libvips's read: at most `length` bytes into `buffer`, waiting for some; 0 at the end,
-    /// -1 once failed.
-    fileprivate func read(into buffer: UnsafeMutableRawPointer, length: Int) -> Int {
+    /// The decoder's read (libvips's or libjpeg's): at most `length` bytes into `buffer`,
+    /// waiting for some; 0 at the end, -1 once failed.
+    func read(into buffer: UnsafeMutableRawPointer, length: Int) -> Int {
         condition.lock()
         defer { condition.unlock() }
         while chunks.isEmpty && !ended { condition.wait() }

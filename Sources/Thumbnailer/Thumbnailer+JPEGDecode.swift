@@ -8,19 +8,41 @@ import Support
 /// eighth. A 2040×1356 photo fitted into 512×512 was decoded at 1/2 (1020×678) and resized
 /// by 1.99; at 3/8 (765×509) the decode costs about the same and the resize sees 44% fewer
 /// pixels. The plan chooses the scale (`ThumbnailPlan.decodeEighths`); the steps after it
-/// are the same (the resize applies the EXIF orientation kept on the image).
+/// are the same (the resize applies the EXIF orientation kept on the image). The bytes are a
+/// whole body, or a feed read as they arrive (libjpeg waits in its read when it has caught
+/// up, as libvips's loader does): the same decoder, so the same pixels.
 extension Thumbnailer {
-    /// `body` decoded at `eighths`/8, or nil when libjpeg leaves it to the loader (CMYK).
-    static func decodeJPEGHere(_ body: Bytes, eighths: Int, orientation: Int,
+    enum JPEGInput {
+        case body(Bytes)
+        case feed(ByteFeed)
+    }
+
+    /// `input` decoded at `eighths`/8, or nil when libjpeg leaves it to the loader (CMYK).
+    static func decodeJPEGHere(_ input: JPEGInput, eighths: Int, orientation: Int,
                                control: ResizeControl) throws(ThumbnailerError) -> VipsImageHandle? {
-        let target = DecodeTarget(control)
         var message = [CChar](repeating: 0, count: 200)
-        let context = Unmanaged.passUnretained(target).toOpaque()
-        let rc = withExtendedLifetime(target) {
-            body.withUnsafeBytes { bytes in
+        let target: DecodeTarget
+        let rc: Int32
+        switch input {
+        case .body(let body):
+            target = DecodeTarget(control, feed: nil)
+            let context = Unmanaged.passUnretained(target).toOpaque()
+            rc = withExtendedLifetime(target) {
+                body.withUnsafeBytes { bytes in
+                    message.withUnsafeMutableBufferPointer { text in
+                        thumbd_jpeg_decode(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+                                           Int32(eighths), nil, DecodeTarget.pixels, DecodeTarget.stop, context,
+                                           text.baseAddress, text.count)
+                    }
+                }
+            }
+        case .feed(let feed):
+            target = DecodeTarget(control, feed: feed)
+            let context = Unmanaged.passUnretained(target).toOpaque()
+            rc = withExtendedLifetime(target) {
                 message.withUnsafeMutableBufferPointer { text in
-                    thumbd_jpeg_decode(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, Int32(eighths),
-                                       nil, DecodeTarget.pixels, DecodeTarget.stop, context, text.baseAddress, text.count)
+                    thumbd_jpeg_decode(nil, 0, Int32(eighths), DecodeTarget.read, DecodeTarget.pixels, DecodeTarget.stop,
+                                       context, text.baseAddress, text.count)
                 }
             }
         }
@@ -42,18 +64,21 @@ extension Thumbnailer {
     }
 }
 
-/// Where one decode's pixels go, and what stops it: the callbacks' context. Owns the pixels
-/// until `take()` hands them on (to the image that frees them), and frees them in `deinit`
-/// if the decode failed after they were made.
+/// Where one decode's bytes come from (a feed; a body is read by libjpeg itself), where its
+/// pixels go, and what stops it: the callbacks' context. Owns the pixels until `take()`
+/// hands them on (to the image that frees them), and frees them in `deinit` if the decode
+/// failed after they were made.
 private final class DecodeTarget {
     private let control: ResizeControl
+    private let feed: ByteFeed?
     private var pixels: UnsafeMutableRawPointer?
     private(set) var width = 0
     private(set) var height = 0
     private(set) var bands = 0
 
-    init(_ control: ResizeControl) {
+    init(_ control: ResizeControl, feed: ByteFeed?) {
         self.control = control
+        self.feed = feed
     }
 
     deinit { free(pixels) }
@@ -70,6 +95,12 @@ private final class DecodeTarget {
         target.pixels = memory
         (target.width, target.height, target.bands) = (Int(width), Int(height), Int(bands))
         return memory.assumingMemoryBound(to: UInt8.self)
+    }
+
+    static let read: thumbd_jpeg_read_fn = { context, buffer, length in
+        guard let context, let buffer, length > 0,
+              let feed = Unmanaged<DecodeTarget>.fromOpaque(context).takeUnretainedValue().feed else { return -1 }
+        return Int64(feed.read(into: buffer, length: Int(length)))
     }
 
     static let stop: thumbd_jpeg_stop_fn = { context in

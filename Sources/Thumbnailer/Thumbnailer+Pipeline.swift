@@ -13,7 +13,8 @@ extension Thumbnailer {
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
         if let eighths = plan.decodeEighths,
-           let decoded = try Self.decodeJPEGHere(body, eighths: eighths, orientation: plan.source.orientation, control: control) {
+           let decoded = try Self.decodeJPEGHere(.body(body), eighths: eighths, orientation: plan.source.orientation,
+                                                 control: control) {
             return try make(from: decoded, plan, control: control, preview: preview)
         }
         let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
@@ -37,10 +38,15 @@ extension Thumbnailer {
     public func thumbnail(streaming feed: ByteFeed, _ plan: ThumbnailPlan, control: ResizeControl,
                           preview: ((Thumbnail) -> Void)? = nil) throws(ThumbnailerError) -> Thumbnail {
         if control.isCancelled { throw .cancelled }
-        // A plan libjpeg decodes at its own scale (`decodeEighths`) is made from the whole body.
-        guard plan.source.source == .jpeg, plan.decodeEighths == nil, let source = FeedSource(feed) else {
-            throw .unsupportedFormat
+        guard plan.source.source == .jpeg else { throw .unsupportedFormat }
+        if let eighths = plan.decodeEighths {
+            // libjpeg at its own scale, reading the feed: nil (CMYK) cannot go back to the loader,
+            // whose bytes this read has taken; the caller makes it from the whole body.
+            guard let decoded = try Self.decodeJPEGHere(.feed(feed), eighths: eighths, orientation: plan.source.orientation,
+                                                        control: control) else { throw .unsupportedFormat }
+            return try make(from: decoded, plan, control: control, preview: preview)
         }
+        guard let source = FeedSource(feed) else { throw .unsupportedFormat }
         return try withExtendedLifetime(source) { () throws(ThumbnailerError) -> Thumbnail in
             let loaded = try VipsImageHandle(else: { .notAnImage($0) }) { out in
                 thumbd_vips_load_jpeg_source(source.raw, Int32(plan.loadShrink), &out)

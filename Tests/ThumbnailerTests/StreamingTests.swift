@@ -39,7 +39,8 @@ struct StreamingTests {
         return feed
     }
 
-    @Test("the same thumbnail as from the whole body, at every JPEG shrink", arguments: [(256, 256), (600, 400), (1500, 1000)])
+    @Test("the same thumbnail as from the whole body, at the loader's shrinks and at libjpeg's own scales",
+          arguments: [(256, 256), (600, 400), (1500, 1000), (2000, 1500), (1000, 600)])
     func sameAsWhole(size: (Int, Int)) throws {
         let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
         let spec = ThumbnailSpec(width: size.0, height: size.1, fit: .cover, format: .jpeg, quality: 80)
@@ -50,20 +51,11 @@ struct StreamingTests {
         #expect(streamed.body == whole.body)
     }
 
-    @Test("a plan libjpeg decodes at its own scale (3/8 to 7/8) is not streamed: made from the whole body")
-    func ownScaleNotStreamed() throws {
-        let body = try Self.thumbnailer.testImage(width: 3000, height: 2000)
-        let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
-                                             ThumbnailSpec(width: 2000, height: 1500, fit: .cover, format: .jpeg, quality: 80))
-        #expect(plan.decodeEighths == 6)
-        #expect(throws: ThumbnailerError.unsupportedFormat) {
-            try Self.thumbnailer.thumbnail(streaming: Self.feed(body), plan, control: ResizeControl(timeLimit: Self.noLimit))
-        }
-    }
-
-    @Test("a feed that fails midway fails the decode, and one cut short does too")
-    func failedFeed() throws {
-        let (body, plan) = try Self.photo()
+    @Test("a feed that fails midway fails the decode, and one cut short does too; at libjpeg's own scale too",
+          arguments: [256, 1200])
+    func failedFeed(width: Int) throws {
+        let (body, plan) = try Self.photo(width: width)
+        #expect((plan.decodeEighths != nil) == (width == 1200))
         #expect(throws: ThumbnailerError.self) {
             try Self.thumbnailer.thumbnail(streaming: Self.feed(body, failAfter: body.count / 2), plan,
                                            control: ResizeControl(timeLimit: Self.noLimit))
@@ -74,11 +66,11 @@ struct StreamingTests {
         }
     }
 
-    /// A 3000×2000 JPEG and the plan of its 256×256 cover tile.
-    static func photo() throws -> (body: Bytes, plan: ThumbnailPlan) {
+    /// A 3000×2000 JPEG and the plan of its `width`×`width` cover tile.
+    static func photo(width: Int = 256) throws -> (body: Bytes, plan: ThumbnailPlan) {
         let body = try thumbnailer.testImage(width: 3000, height: 2000)
         let plan = try thumbnailer.plan(thumbnailer.header(of: body),
-                                        ThumbnailSpec(width: 256, height: 256, fit: .cover, format: .jpeg, quality: 80))
+                                        ThumbnailSpec(width: width, height: width, fit: .cover, format: .jpeg, quality: 80))
         return (body, plan)
     }
 

@@ -225,8 +225,7 @@ final class StreamedDecode: Sendable {
         case .plan(let made):
             plan = made
         }
-        // A plan libjpeg decodes at a scale of its own (3/8 to 7/8) is made from the whole body.
-        guard plan.estimatedBytes <= Self.streamMaxBytes, plan.decodeEighths == nil else {
+        guard plan.estimatedBytes <= Self.streamMaxBytes else {
             state.withLock { $0.phase = .off }
             feed.discard()
             return
