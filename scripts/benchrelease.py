@@ -35,7 +35,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from benchpeers import Instructions, Origin, Thumbd, pin, warm  # noqa: E402
 from benchinstructions import COLD_THUMBNAILS, HOT_REQUESTS, counted_scenes, floor_instructions  # noqa: E402
-from benchreleasescenes import alternate, cold_burst_round, cold_thumbnail_round, grid_rounds, hot_round  # noqa: E402
+from benchreleasescenes import (alternate, cold_burst_round, cold_thumbnail_round, grid_rounds, hot_round,  # noqa: E402
+                                scene_round)
 
 BUILD_INFO = "Sources/ThumbdCore/Daemon/BuildInfo.swift"
 
@@ -149,7 +150,7 @@ def main():
         if wanted & {"hot", "pinned", "cold", "counted"}:
             import pyvips  # noqa: F401  (the photo below)
             from benchthumbs import photo
-            for name, size in (("big.jpg", (4000, 3000)), ("small.jpg", (1200, 800))):
+            for name, size in (("big.jpg", (4000, 3000)), ("small.jpg", (1200, 800)), ("scene.jpg", (2040, 1356))):
                 with open(os.path.join(files, name), "wb") as f:
                     f.write(photo(*size))
             os.environ["BENCH_FILES"] = files
@@ -187,7 +188,9 @@ def main():
                         ("cold thumbnail, 4000x3000 JPEG to width 256, one at a time (8 a round)", "median ms", False,
                          cold_thumbnail_round, 8),
                         ("cold thumbnails, 1200x800 JPEG to width 256, 8 at once (96 a round)", "per second", True,
-                         cold_burst_round, 96)):
+                         cold_burst_round, 96),
+                        ("imgproxy's scene: 2040x1356 JPEG fit into 512x512, q80 progressive, 2 at once (24 a round)",
+                         "per second", True, scene_round, 24)):
                     print("benchrelease: %s" % title, file=sys.stderr, flush=True)
                     result = alternate(builds, args.rounds, lambda b, r: round_of(servers[b[0]], r, count))
                     old, new = result[previous], result[current]

@@ -62,6 +62,16 @@ def cold_burst_round(server, round_, count):
     return per_second(server.port, paths), (cpu_seconds(server.pids) - before) * 1000 / count
 
 
+def scene_round(server, round_, count):
+    """`count` cold thumbnails in imgproxy's scene (a 2040x1356 JPEG fitted into 512x512, q80
+    progressive), 2 at once: per second, CPU ms each."""
+    from benchthumbs import per_second
+    paths = [server.path("/file/scene.jpg/scene-%d-%d" % (round_, i))
+             + "&w=512&h=512&fit=inside&format=jpeg&q=80&progressive=1" for i in range(count)]
+    before = cpu_seconds(server.pids)
+    return per_second(server.port, paths, concurrency=2), (cpu_seconds(server.pids) - before) * 1000 / count
+
+
 def grid_rounds(previous, current, rounds, work):
     """The grid (scripts/benchgrid.py's scene) on thumbd's own page: a fresh daemon each
     round, cold then warm, alternated between the builds. The warm page is loaded three
