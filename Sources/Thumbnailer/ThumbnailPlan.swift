@@ -65,7 +65,9 @@ public struct ThumbnailPlan: Sendable, Equatable {
     public let loadShrink: Int
     /// The scale, in eighths (3, 5, 6 or 7), a still JPEG is decoded at by libjpeg itself,
     /// when the size asked lies between two of the loader's shrinks: fewer pixels decoded and
-    /// resized than at `loadShrink`. nil: the loader decodes it.
+    /// resized than at `loadShrink`, and the whole decoded image no larger than
+    /// `maxOutputPixels` (the loader streams its rows; this holds them all). nil: the loader
+    /// decodes it.
     public let decodeEighths: Int?
     /// The cut of the loaded image, in its own (not yet rotated) frame, estimated from the
     /// header; the cut made is `cut(loaded:)` of the image actually loaded (the decoder's
@@ -135,8 +137,14 @@ public struct ThumbnailPlan: Sendable, Equatable {
         let shrink = source.source == .jpeg
             ? Self.jpegShrink(area: area, width: boxWidth, height: boxHeight, fit: spec.fit) : 1
         loadShrink = shrink
-        let eighths = source.source == .jpeg && frames == 1 && (source.bands == 1 || source.bands == 3)
+        var eighths = source.source == .jpeg && frames == 1 && (source.bands == 1 || source.bands == 3)
             ? Self.jpegEighths(area: area, width: boxWidth, height: boxHeight, fit: spec.fit) : nil
+        // libjpeg's own scale holds the whole decoded image (the loader streams it): no larger
+        // than any intermediate image may be.
+        if let scale = eighths,
+           Self.divideUp(source.width * scale, 8) * Self.divideUp(source.height * scale, 8) > limits.maxOutputPixels {
+            eighths = nil
+        }
         decodeEighths = eighths
         // A side as decoded: libjpeg rounds a scaled side up.
         let decoded = { (side: Int) -> Int in eighths.map { Self.divideUp(side * $0, 8) } ?? Self.divideUp(side, shrink) }

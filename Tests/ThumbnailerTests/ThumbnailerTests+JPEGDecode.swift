@@ -27,6 +27,11 @@ extension ThumbnailerTests {
         // cover needs both sides: 3000x2000 to 1000x1000 keeps 2000 rows at 4/8, not 3/8 (750).
         #expect(try Self.plan(3000, 2000, ThumbnailSpec(width: 1000, height: 1000, fit: .cover, format: .jpeg, quality: 80))
             .decodeEighths == nil)
+        // 5/8 of 8000x6000 is 5000x3750, more than the largest intermediate image (16 MP): the
+        // loader, which streams its rows, decodes it at 1/1.
+        let huge = try Self.plan(8000, 6000, ThumbnailSpec(width: 4500, height: nil, format: .jpeg, quality: 80))
+        #expect(huge.decodeEighths == nil && huge.loadShrink == 1)
+        #expect(try Self.plan(2400, 1600, ThumbnailSpec(width: 1600, height: nil, format: .jpeg, quality: 80)).decodeEighths == 6)
         // An animation, an image with alpha or CMYK (4 bands) goes to the loader.
         let cmyk = ImageHeader(width: 2040, height: 1356, hasAlpha: false, pages: 1, bands: 4, source: .jpeg)
         #expect(try Self.thumbnailer.plan(cmyk, fit512).decodeEighths == nil)
