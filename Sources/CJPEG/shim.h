@@ -1,6 +1,6 @@
 // libjpeg (libjpeg-turbo) from Swift, for two jobs in the calling thread: a still thumbnail's
-// JPEG encoded, and a JPEG source decoded at a scale libvips's loader does not offer (3/8,
-// 5/8, 6/8, 7/8). libjpeg reports a fatal error by calling a function that must not return,
+// JPEG encoded, and a still JPEG source decoded at any eighth of its size (libvips's loader
+// offers 1/1, 1/2, 1/4 and 1/8, with its own work around libjpeg's). libjpeg reports a fatal error by calling a function that must not return,
 // which Swift cannot write (it takes setjmp/longjmp); each job is wrapped here whole, so that
 // no Swift frame lies between the two. Nothing else.
 #ifndef THUMBD_JPEG_SHIM_H

@@ -103,13 +103,13 @@ extension ThumbnailPlan {
     }
 
     /// libjpeg's smallest scale, in eighths, that keeps the decoded `area` at least as large
-    /// as the box asks, when it is one the loader's shrinks do not offer (3, 5, 6 or 7); nil
-    /// when it is (1, 2, 4, 8: `jpegShrink` is the same scale).
+    /// as the box asks (1–7: at 1, 2 and 4 the loader's `jpegShrink` is the same scale); nil
+    /// at the whole size, which the loader decodes.
     static func jpegEighths(area: (width: Int, height: Int), width boxWidth: Int?, height boxHeight: Int?,
                             fit: Fit) -> Int? {
         guard let factor = jpegFactor(area: area, width: boxWidth, height: boxHeight, fit: fit) else { return nil }
         let eighths = min(8, max(1, Int((8 / factor - 1e-9).rounded(.up))))
-        return [1, 2, 4, 8].contains(eighths) ? nil : eighths
+        return eighths == 8 ? nil : eighths
     }
 
     /// How many times larger the `area` is than the box, on the side that must stay at least

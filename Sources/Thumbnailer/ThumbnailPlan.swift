@@ -63,11 +63,10 @@ public struct ThumbnailPlan: Sendable, Equatable {
     public let spec: ThumbnailSpec
     /// libjpeg's decode shrink (1, 2, 4 or 8) in libvips's loader.
     public let loadShrink: Int
-    /// The scale, in eighths (3, 5, 6 or 7), a still JPEG is decoded at by libjpeg itself,
-    /// when the size asked lies between two of the loader's shrinks: fewer pixels decoded and
-    /// resized than at `loadShrink`, and the whole decoded image no larger than
+    /// The scale, in eighths (1–7), a still JPEG (grey or colour) is decoded at by libjpeg
+    /// itself, in the resize's thread, when the whole decoded image is no larger than
     /// `maxOutputPixels` (the loader streams its rows; this holds them all). nil: the loader
-    /// decodes it.
+    /// decodes it, at `loadShrink` (whole size, CMYK, alpha, animations, larger images).
     public let decodeEighths: Int?
     /// The cut of the loaded image, in its own (not yet rotated) frame, estimated from the
     /// header; the cut made is `cut(loaded:)` of the image actually loaded (the decoder's

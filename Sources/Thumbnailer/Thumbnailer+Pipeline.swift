@@ -40,8 +40,8 @@ extension Thumbnailer {
         if control.isCancelled { throw .cancelled }
         guard plan.source.source == .jpeg else { throw .unsupportedFormat }
         if let eighths = plan.decodeEighths {
-            // libjpeg at its own scale, reading the feed: nil (CMYK) cannot go back to the loader,
-            // whose bytes this read has taken; the caller makes it from the whole body.
+            // libjpeg itself, reading the feed: nil (CMYK) cannot go back to the loader, whose
+            // bytes this read has taken; the caller makes it from the whole body.
             guard let decoded = try Self.decodeJPEGHere(.feed(feed), eighths: eighths, orientation: plan.source.orientation,
                                                         control: control) else { throw .unsupportedFormat }
             return try make(from: decoded, plan, control: control, preview: preview)
@@ -110,7 +110,7 @@ extension Thumbnailer {
         case .attention: (VIPS_SIZE_BOTH, VIPS_INTERESTING_ATTENTION)
         }
         var target = plan.box
-        // libjpeg's own scale rounds each side up on its own: the size comes from the plan.
+        // libjpeg rounds each scaled side up on its own: the size comes from the plan.
         if plan.decodeEighths != nil, plan.resize == .inside || plan.resize == .down {
             (size, target) = (VIPS_SIZE_FORCE, plan.resized)
         }

@@ -3,30 +3,30 @@ import Support
 import Testing
 @testable import Thumbnailer
 
-/// A still JPEG whose size asked lies between two of libvips's loader shrinks is decoded by
-/// libjpeg itself at 3/8, 5/8, 6/8 or 7/8 (CJPEG's thumbd_jpeg_decode): the plan's choice,
-/// the exact size, the pixels, the EXIF orientation, damage and the control.
+/// A still JPEG is decoded by libjpeg itself at the eighth of its size the plan picks (CJPEG's
+/// thumbd_jpeg_decode), also between libvips's loader's shrinks (3/8, 5/8, 6/8, 7/8): the
+/// plan's choice, the exact size, the pixels, the EXIF orientation, damage and the control.
 extension ThumbnailerTests {
     static func plan(_ width: Int, _ height: Int, _ spec: ThumbnailSpec, orientation: Int = 1) throws -> ThumbnailPlan {
         try thumbnailer.plan(ImageHeader(width: width, height: height, hasAlpha: false, pages: 1, orientation: orientation,
                                          source: .jpeg), spec)
     }
 
-    @Test("the plan decodes at libjpeg's own scale only between the loader's shrinks, the smallest that keeps the box")
+    @Test("the plan decodes with libjpeg at the smallest eighth that keeps the box; the loader decodes the whole size and the rest")
     func decodeEighthsChosen() throws {
         let fit512 = ThumbnailSpec(width: 512, height: 512, fit: .inside, format: .jpeg, quality: 80)
         let scene = try Self.plan(2040, 1356, fit512)  // imgproxy's scene: 1/2 would decode 1020x678
         #expect(scene.decodeEighths == 3 && scene.loadShrink == 2)  // 765x509, still at least 512 wide
         #expect(scene.resized == (512, 340) && scene.output == (512, 340))
         let width256 = ThumbnailSpec(width: 256, height: nil, format: .jpeg, quality: 80)
-        #expect(try Self.plan(1200, 800, width256).decodeEighths == nil)  // 1/4: the loader's own
-        #expect(try Self.plan(4000, 3000, width256).decodeEighths == nil)  // 1/8
+        #expect(try Self.plan(1200, 800, width256).decodeEighths == 2)  // 1/4, as the loader's shrink 4
+        #expect(try Self.plan(4000, 3000, width256).decodeEighths == 1)  // 1/8
         #expect(try Self.plan(300, 200, width256).decodeEighths == 7)  // 263 wide, not 300
-        #expect(try Self.plan(200, 100, width256).decodeEighths == nil)  // smaller than asked: whole
+        #expect(try Self.plan(200, 100, width256).decodeEighths == nil)  // smaller than asked: whole, the loader
         #expect(try Self.plan(1536, 1024, ThumbnailSpec(width: 1024, height: nil, format: .jpeg, quality: 80)).decodeEighths == 6)
-        // cover needs both sides: 3000x2000 to 1000x1000 keeps 2000 rows at 4/8, not 3/8 (750).
+        // cover needs both sides: 3000x2000 to 1000x1000 keeps 1000 rows at 4/8, not 3/8 (750).
         #expect(try Self.plan(3000, 2000, ThumbnailSpec(width: 1000, height: 1000, fit: .cover, format: .jpeg, quality: 80))
-            .decodeEighths == nil)
+            .decodeEighths == 4)
         // 5/8 of 8000x6000 is 5000x3750, more than the largest intermediate image (16 MP): the
         // loader, which streams its rows, decodes it at 1/1.
         let huge = try Self.plan(8000, 6000, ThumbnailSpec(width: 4500, height: nil, format: .jpeg, quality: 80))
@@ -39,7 +39,7 @@ extension ThumbnailerTests {
         #expect(try Self.thumbnailer.plan(png, fit512).decodeEighths == nil)
     }
 
-    @Test("a JPEG decoded at 3/8 keeps the source's ratio exactly (300x600 to width 100 is 100x200, not 100x199) and its pixels")
+    @Test("a JPEG decoded by libjpeg keeps the source's ratio exactly (300x600 at 3/8 to width 100 is 100x200, not 100x199) and its pixels")
     func decodeEighthsPixels() throws {
         let tall = try Self.photo(300, 600)
         let spec = ThumbnailSpec(width: 100, height: nil, format: .jpeg, quality: 80)
@@ -65,7 +65,7 @@ extension ThumbnailerTests {
         }
     }
 
-    @Test("a JPEG decoded at its own scale is turned by its EXIF orientation")
+    @Test("a JPEG decoded by libjpeg is turned by its EXIF orientation")
     func decodeEighthsOrientation() throws {
         // Stored 1356 wide and 2040 high, turned 90° (6): upright it is 2040x1356.
         let source = try Self.thumbnailer.quadrants(width: 1356, height: 2040, format: .jpeg, orientation: 6)
@@ -78,7 +78,7 @@ extension ThumbnailerTests {
         #expect(zip(pixel, [0.0, 0, 255]).allSatisfy { abs($0 - $1) <= 8 }, "\(pixel)")
     }
 
-    @Test("a JPEG cut short fails the decode at libjpeg's own scale (notAnImage, libjpeg's reason); not a JPEG fails too")
+    @Test("a JPEG cut short fails libjpeg's decode (notAnImage, libjpeg's reason); not a JPEG fails too")
     func decodeEighthsDamaged() throws {
         let body = try Self.photo(2040, 1356)
         let fit = ThumbnailSpec(width: 512, height: 512, fit: .inside, format: .jpeg, quality: 80)
@@ -102,7 +102,7 @@ extension ThumbnailerTests {
         #expect(try Self.thumbnailer.thumbnail(of: body, plan, control: control()).width == 512)
     }
 
-    @Test("the decode at libjpeg's own scale stops at its control: past the time limit, cancelled")
+    @Test("libjpeg's decode stops at its control: past the time limit")
     func decodeEighthsStopped() throws {
         let body = try Self.photo(2040, 1356)
         let plan = try Self.thumbnailer.plan(Self.thumbnailer.header(of: body),
