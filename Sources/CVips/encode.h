@@ -54,8 +54,8 @@ static inline char *thumbd_vips_take_error(void) {
     return text;
 }
 
-/// Makes a test image (a gradient with noise, `bands` 3 or 4) and encodes it: what the
-/// tests and the bench feed the thumbnailer. `format` as for thumbd_vips_save.
+/// Makes a test image (a gradient with noise, `bands` 1 (grey), 3 or 4) and encodes it: what
+/// the tests and the bench feed the thumbnailer. `format` as for thumbd_vips_save.
 static inline int thumbd_vips_make_test_image(int width, int height, int bands, int format, int orientation,
                                               void **buffer, size_t *length) {
     VipsImage *x = NULL, *y = NULL, *noise = NULL, *sum = NULL, *rgb = NULL, *bytes = NULL, *out = NULL;
@@ -83,12 +83,19 @@ static inline int thumbd_vips_make_test_image(int width, int height, int bands, 
         VipsImage *alpha = NULL;
         if (vips_bandjoin_const1(sum, &rgb, 200.0, NULL) != 0) goto done;
         (void)alpha;
+    } else if (bands == 1) {
+        if (vips_extract_band(sum, &rgb, 0, NULL) != 0) goto done;
     } else {
         rgb = sum;
         g_object_ref(rgb);
     }
     if (vips_cast_uchar(rgb, &bytes, NULL) != 0) goto done;
-    if (vips_copy(bytes, &out, "interpretation", VIPS_INTERPRETATION_sRGB, NULL) != 0) goto done;
+    if (vips_copy(bytes, &out, "interpretation", bands == 1 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB, NULL) != 0)
+        goto done;
+    if (bands == 1 && format == THUMBD_JPEG) {
+        rc = vips_jpegsave_buffer(out, buffer, length, "Q", 90, NULL);  // one band, as drawn
+        goto done;
+    }
     if (orientation > 1) {
         vips_image_set_int(out, VIPS_META_ORIENTATION, orientation);
         if (format == THUMBD_JPEG) {

@@ -5,13 +5,14 @@ import Support
 /// daemon's own work never calls these.
 extension Thumbnailer {
     /// An encoded test image: a gradient with noise (so it compresses like a photo, not a
-    /// flat colour), optionally with alpha and an EXIF orientation (JPEG). For tests and the
-    /// bench; libvips draws it.
-    public func testImage(width: Int, height: Int, alpha: Bool = false, format: ImageFormat = .jpeg,
+    /// flat colour), optionally with alpha and an EXIF orientation (JPEG), or grey (one band;
+    /// a JPEG keeps it). For tests and the bench; libvips draws it.
+    public func testImage(width: Int, height: Int, alpha: Bool = false, grey: Bool = false, format: ImageFormat = .jpeg,
                           orientation: Int = 1) throws(ThumbnailerError) -> Bytes {
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard thumbd_vips_make_test_image(Int32(width), Int32(height), alpha ? 4 : 3, format.code, Int32(orientation),
+        let bands: Int32 = grey ? 1 : alpha ? 4 : 3
+        guard thumbd_vips_make_test_image(Int32(width), Int32(height), bands, format.code, Int32(orientation),
                                           &buffer, &length) == 0, let buffer else {
             throw .failed(Self.takeError())
         }

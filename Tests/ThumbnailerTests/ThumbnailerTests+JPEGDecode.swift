@@ -102,6 +102,24 @@ extension ThumbnailerTests {
         #expect(try Self.thumbnailer.thumbnail(of: body, plan, control: control()).width == 512)
     }
 
+    @Test("a grey JPEG is decoded by libjpeg as one band: a grey thumbnail of the size asked, the same streamed")
+    func decodeGrey() throws {
+        let grey = try Self.thumbnailer.testImage(width: 1200, height: 800, grey: true)
+        let header = try Self.thumbnailer.header(of: grey)
+        #expect(header.bands == 1)
+        let plan = try Self.thumbnailer.plan(header, ThumbnailSpec(width: 256, height: nil, format: .jpeg, quality: 80))
+        #expect(plan.decodeEighths == 2)
+        let control = { ResizeControl(timeLimit: StreamingTests.noLimit) }
+        let made = try Self.thumbnailer.thumbnail(of: grey, plan, control: control())
+        #expect((made.width, made.height) == (256, 171))
+        for (x, y) in [(10, 10), (128, 85), (250, 165)] {
+            let pixel = try Self.thumbnailer.pixel(of: made.body, x: x, y: y)
+            #expect((pixel.max() ?? 0) - (pixel.min() ?? 0) <= 3, "\(x),\(y): \(pixel)")  // grey: its channels equal
+        }
+        let streamed = try Self.thumbnailer.thumbnail(streaming: StreamingTests.feed(grey), plan, control: control())
+        #expect(streamed.body == made.body)
+    }
+
     @Test("libjpeg's decode stops at its control: past the time limit")
     func decodeEighthsStopped() throws {
         let body = try Self.photo(2040, 1356)
