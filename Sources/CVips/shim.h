@@ -162,32 +162,33 @@ static inline int thumbd_vips_crop(VipsImage *in, int left, int top, int width, 
     return vips_extract_area(in, out, left, top, width, height, NULL);
 }
 
-/// An image over `pixels` (g_malloc'ed, `size` bytes, laid out as `in`), which it takes: they
-/// are freed when the image closes, or now if it cannot be made.
-static inline int thumbd_vips_adopt_pixels(VipsImage *in, void *pixels, size_t size, VipsImage **out) {
-    VipsImage *bare = vips_image_new_from_memory(pixels, size, vips_image_get_width(in), vips_image_get_height(in),
-                                                 vips_image_get_bands(in), vips_image_get_format(in));
+/// An image of `width`×`height`×`bands` samples of `format` over `pixels` (malloc'ed or
+/// g_malloc'ed, `size` bytes; g_free frees either since GLib 2.46), which it takes: they are
+/// freed when the image closes, or now if it cannot be made. sRGB from 3 bands, else grey.
+static inline int thumbd_vips_wrap_pixels(void *pixels, size_t size, int width, int height, int bands,
+                                          VipsBandFormat format, VipsImage **out) {
+    VipsImage *bare = vips_image_new_from_memory(pixels, size, width, height, bands, format);
     if (bare == NULL) { g_free(pixels); return -1; }
     g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);  // the pixels live as long as the image
-    int rc = vips_copy(bare, out, "interpretation", vips_image_get_bands(in) >= 3 ? VIPS_INTERPRETATION_sRGB
-                                                                                : VIPS_INTERPRETATION_B_W, NULL);
+    int rc = vips_copy(bare, out, "interpretation", bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W,
+                       NULL);
     g_object_unref(bare);
     return rc;
 }
 
-/// An image over decoded `pixels` (`width`×`height`×`bands` bytes, 8 bits a sample, sRGB
-/// or grey; malloc'ed, which g_free frees since GLib 2.46), which it takes as
-/// thumbd_vips_adopt_pixels does. `orientation` (EXIF, 1–8) is kept for the resize to apply,
-/// as a loader keeps it.
+/// An image over `pixels` (`size` bytes, laid out as `in`), which it takes.
+static inline int thumbd_vips_adopt_pixels(VipsImage *in, void *pixels, size_t size, VipsImage **out) {
+    return thumbd_vips_wrap_pixels(pixels, size, vips_image_get_width(in), vips_image_get_height(in),
+                                   vips_image_get_bands(in), vips_image_get_format(in), out);
+}
+
+/// An image over decoded `pixels` (`width`×`height`×`bands` bytes, 8 bits a sample, sRGB or
+/// grey), which it takes. `orientation` (EXIF, 1–8) is kept for the resize to apply, as a
+/// loader keeps it.
 static inline int thumbd_vips_image_from_pixels(void *pixels, int width, int height, int bands, int orientation,
                                                 VipsImage **out) {
-    VipsImage *bare = vips_image_new_from_memory(pixels, (size_t)width * height * bands, width, height, bands,
-                                                 VIPS_FORMAT_UCHAR);
-    if (bare == NULL) { g_free(pixels); return -1; }
-    g_signal_connect_swapped(bare, "postclose", G_CALLBACK(g_free), pixels);
-    int rc = vips_copy(bare, out, "interpretation", bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W,
-                       NULL);
-    g_object_unref(bare);
+    int rc = thumbd_vips_wrap_pixels(pixels, (size_t)width * height * bands, width, height, bands, VIPS_FORMAT_UCHAR,
+                                     out);
     if (rc == 0 && orientation > 1) vips_image_set_int(*out, VIPS_META_ORIENTATION, orientation);
     return rc;
 }
