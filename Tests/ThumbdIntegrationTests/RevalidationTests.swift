@@ -7,8 +7,14 @@ import ThumbdTesting
 /// answers a matching `If-None-Match` with 304.
 @Suite("Revalidation and serving stale", .ownThreads)
 struct RevalidationTests {
-    /// Waits until an object stored with `max-age=1` has expired (whole seconds: up to 2 s).
-    private func expire() async throws { try await Task.sleep(for: .milliseconds(2100)) }
+    /// Waits until the store has committed the `objects` fetched so far (a revalidation needs
+    /// their stored validators: on a loaded machine a commit came more than 2 s after its
+    /// answer, and the request after the expiry was a new download), then until an object
+    /// stored with `max-age=1` has expired (whole seconds: up to 2 s).
+    private func expire(_ daemon: TestDaemon, objects: Int = 1) async throws {
+        #expect(try await eventually { daemon.thumbd.store.statistics().objects == objects })
+        try await Task.sleep(for: .milliseconds(2100))
+    }
 
     @Test("an expired image is revalidated with If-None-Match: a 304 renews it without a download")
     func notModified() async throws {
@@ -18,7 +24,7 @@ struct RevalidationTests {
             let first = try await request(daemon.port, target)
             #expect(first.status == 200)
             #expect(first[header: "X-Thumbd-Cache"] == "miss")
-            try await expire()
+            try await expire(daemon)
             let second = try await request(daemon.port, target)
             #expect(second.status == 200)
             #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
@@ -41,7 +47,7 @@ struct RevalidationTests {
             let first = try await request(daemon.port, target)
             #expect(first.status == 200)
             try await origin.put("c", ThumbnailTests.thumbnailer.testImage(width: 30, height: 10, format: .png).array)
-            try await expire()
+            try await expire(daemon)
             let second = try await request(daemon.port, target)
             #expect(second.status == 200)
             #expect(second[header: "X-Thumbd-Cache"] == "miss")
@@ -60,7 +66,7 @@ struct RevalidationTests {
             // arrives while it is still running, so none of them waited for it.
             let target = origin.thumb("/validated/s?gate=s&cc304=" + "max-age=60".queryEncoded)
             #expect(try await request(daemon.port, target).status == 200)
-            try await expire()
+            try await expire(daemon)
             // 50 connections on one thread (the tests share the dispatch pool: 50 blocking
             // tasks would starve the other suites).
             let results = try await blocking { () -> [HTTPResult] in
@@ -87,7 +93,7 @@ struct RevalidationTests {
         try await withOriginAndDaemon { origin, daemon in
             let target = origin.thumb("/validated/m?cc=" + "max-age=1, must-revalidate".queryEncoded)
             #expect(try await request(daemon.port, target).status == 200)
-            try await expire()
+            try await expire(daemon)
             let second = try await request(daemon.port, target)
             #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
             #expect(try await origin.notModified("/validated/m") == 1)
@@ -101,7 +107,7 @@ struct RevalidationTests {
             let first = try await request(daemon.port, target)
             #expect(first.status == 200)
             #expect(daemon.thumbd.thumbnailsMade == 1)
-            try await expire()
+            try await expire(daemon, objects: 2)
             let second = try await request(daemon.port, target)
             #expect(second.status == 200)
             #expect(second[header: "X-Thumbd-Cache"] == "revalidated")
