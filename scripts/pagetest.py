@@ -14,7 +14,10 @@ daemons this script starts and the test origin the smoke test started:
 8. /thumbd.js on a page of another origin (one listed in server.allowedOrigins, served on
    another port): the same grid in a few lines; a page of an origin not listed is refused;
 9. warm: a grid whose tiles are all cached fills from the POST's answer (its events come in
-   it, end included) without opening the event stream.
+   it, end included) without opening the event stream;
+10. the module's painter (its own source, on a clock the test moves): a change after a quiet
+   spell goes at the next frame, the next within 50 ms waits for its group, and a tile loaded
+   on screen goes at the next frame, taking what waits with it.
 
 Usage: pagetest.py THUMBD_BINARY ORIGIN WORKDIR
 """
@@ -252,8 +255,58 @@ def warm(browser):
         fresh.stop()
 
 
+# The module's painter, taken from the /thumbd.js the daemon serves and run on a clock and
+# frames the test moves (in about:blank, so no page's policy forbids `new Function`).
+PAINTER = """(() => {
+  let now = 0, next = 1;
+  const timers = new Map(), frames = new Map(), applied = [];
+  const painter = new Function("setTimeout", "clearTimeout", "requestAnimationFrame", "cancelAnimationFrame",
+                               "performance", %s + "\\nreturn painter;")(
+    (f, ms) => { timers.set(next, [now + ms, f]); return next++; }, (id) => timers.delete(id),
+    (f) => { frames.set(next, f); return next++; }, (id) => frames.delete(id), { now: () => now });
+  const frame = () => { const due = [...frames.values()]; frames.clear(); due.forEach((f) => f(now)); };
+  const advance = (to) => {
+    for (;;) {
+      const [id, [at, f]] = [...timers].sort((a, b) => a[1][0] - b[1][0])[0] || [0, [Infinity]];
+      if (at > to) break;
+      timers.delete(id); now = at; f();
+    }
+    now = to;
+  };
+  const paint = painter();
+  const change = (name) => () => applied.push([name, now]);
+  paint(change("quiet"));              // after a quiet spell: the next frame
+  advance(16); frame();
+  paint(change("grouped"));            // 34 ms of its group left: it waits
+  advance(20); frame();
+  paint(change("on screen"), true);    // a tile loaded on screen: the next frame, the waiting one with it
+  advance(32); frame();
+  paint(change("after"));              // right after: a group of its own, 50 ms after the last
+  advance(48); frame();
+  advance(200);
+  return JSON.stringify(applied);
+})()"""
+
+
+def painter(browser):
+    """the painter: a tile loaded on screen goes at the next frame, not behind the 50 ms group"""
+    with urllib.request.urlopen("http://127.0.0.1:%d/thumbd.js" % daemon.port) as r:
+        module_source = r.read().decode()
+    start = module_source.index("function painter()")
+    end, depth = module_source.index("{", start), 0
+    while True:  # to its closing brace (it holds no brace in a string or comment)
+        depth += {"{": 1, "}": -1}.get(module_source[end], 0)
+        end += 1
+        if depth == 0:
+            break
+    source = module_source[start:end]
+    applied = json.loads(browser.evaluate(PAINTER % json.dumps(source)))
+    expected = [["quiet", 16], ["grouped", 32], ["on screen", 32], ["after", 82]]
+    check(applied == expected, "applied (change, ms): %s, expected %s" % (applied, expected))
+
+
 try:
-    for test in (sizing, broken_after_done, signed, restart, focus, presets, module, warm):
+    for test in (sizing, broken_after_done, signed, restart, focus, presets, module, warm, painter):
         scenarios.run(test)
 finally:
     daemon.stop()

@@ -2,8 +2,9 @@
 # thumbd's page in headless Chromium over the DevTools protocol (scripts/pagetest.py): tiles
 # sized from the laid-out grid and asked again when they grow, file names as captions, a
 # tile that fails after done marked failed, signing on, a restart under an open page, and
-# focus sent once the user scrolls (not repeated for the screen the POST named), and a warm
-# grid filled from its POST's answer alone.
+# focus sent once the user scrolls (not repeated for the screen the POST named), a warm
+# grid filled from its POST's answer alone, and the module's painter (a tile loaded on
+# screen at the next frame).
 source "$(dirname "$0")/lib.sh"
 command -v chromium >/dev/null || fail "chromium is not installed (scripts/test installs it)"
 start_origin

@@ -284,7 +284,7 @@ export class ThumbdImg extends HTMLElement {
         root.appendChild(img);
         this.loaded = true; this.setAttribute("loaded", "");
         this.dispatchEvent(new Event("load"));
-      });
+      }, this.hub.visible.has(this));  // on screen: at the next frame
       img.onerror = () => {
         if (this.shown !== src) return;
         this.fail({ status: 0, error: "tile_not_loaded", message: "the tile did not load" });

@@ -98,8 +98,10 @@ extension ClientModule {
       // A preview that came with done is painted only if the tile has not loaded a moment
       // later (from the cache it loads in milliseconds: painting it first would cost more).
       if (d.preview) setTimeout(() => paintPreview(el, d.preview, true), 100);
-      // The tile replaces the placeholder or the preview once it has loaded.
-      img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; });
+      // The tile replaces the placeholder or the preview once it has loaded (on screen, at
+      // the next frame).
+      img.onload = () => paint(() => { frame.replaceChildren(img); el.dataset.loaded = "1"; },
+                               !el.classList.contains("offscreen"));
       // A tile that does not load after all (the cache purged meanwhile, the daemon gone) is
       // a failure, not a blurred preview counted as done; a re-ask at a larger size that fails
       // keeps the tile it had.

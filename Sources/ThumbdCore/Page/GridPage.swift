@@ -48,6 +48,7 @@ if (params.get("autostart") === "1") start();
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>thumbd</title>
+<link rel="modulepreload" href="/thumbd.js">
 <style>
   :root { --bg:#f6f7f9; --card:#fff; --ink:#1d2430; --muted:#6b7280; --line:#e3e6eb; --accent:#2563eb; --bad:#b42318; }
   * { box-sizing: border-box; }
