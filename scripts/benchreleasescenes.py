@@ -25,6 +25,7 @@ def alternate(builds, rounds, one):
 
 def hot_round(server, path, seconds, work, pinned):
     """(req/s, server CPU us per answer, instructions per answer or None)."""
+    os.sync()  # what the cold scenes wrote is written back before, not beside, the round
     before = cpu_seconds(server.pids)
     with Instructions(server.pids) as counted:
         if pinned:
