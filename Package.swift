@@ -147,7 +147,7 @@ let package = Package(
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "Support", "ThumbdTesting"]),
         .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "Support", "TestThreads"]),
         .testTarget(name: "LoopbackClientTests", dependencies: ["LoopbackClient", "EventStream", "ThumbdTesting"]),
-        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "Support", "ThumbdTesting", "TestThreads"]),
+        .testTarget(name: "ThumbnailerTests", dependencies: ["Thumbnailer", "CVips", "Support", "ThumbdTesting", "TestThreads"]),
         .testTarget(
             name: "ThumbdCoreTests",
             dependencies: ["ThumbdCore", "Upstream", "BlobStore", "HTTPServer", "Thumbnailer", "Support"]),

@@ -98,6 +98,9 @@ extension Thumbd {
             if !Thumbnailer.modulesRestricted {
                 logger.warning("thumbnails.modules: libvips loaded every module of its own directory (no private module directory could be made under the temporary directory); loaders other than thumbd's stay blocked")
             }
+            if Thumbnailer.losesIdleWorkerTasks {
+                logger.warning("thumbnails.workers: this libvips 8.14 lets a worker that stops for being idle drop the task it was just given, and its idle wait could not be replaced (the executable does not export vips_semaphore_down_timeout); a resize may then never return")
+            }
         } stop: {
             logger.info("thumbd.stopping", metadata: ["fetch.inflight": "\(coalescer.inFlightCount)"])
             server.stopAccepting()
