@@ -19,9 +19,10 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     /// own: on the cooperative pool, two of them held both threads and stopped every other
     /// test's continuations for 30 s.
     package init() async throws {
+        let python = try await blocking { try Self.python.get() }
         let stdin = Pipe(), stdout = Pipe()
         self.stdin = stdin
-        process = try ChildProcess("/usr/bin/env", ["python3", Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path],
+        process = try ChildProcess(python, [Self.packageRoot.appendingPathComponent("scripts/testorigin.py").path],
                                    stdin: .descriptor(stdin.fileHandleForReading.fileDescriptor),
                                    stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor))
         // The child's ends are the child's alone: its exit ends the read below.
@@ -45,6 +46,21 @@ package final class TestOrigin: @unchecked Sendable {  // immutable after init; 
     }
 
     deinit { stop() }
+
+    /// The interpreter `python3` names, asked once: an origin started through a version
+    /// manager's shim (pyenv's is a bash script that runs several more) cost 80 ms more CPU
+    /// than the interpreter itself, at nice 0, with a whole suite's origins starting at once.
+    private static let python: Result<String, HTTPTestError> = {
+        let out = Pipe()
+        guard let child = try? ChildProcess("/usr/bin/env", ["python3", "-c", "import sys; print(sys.executable)"],
+                                            stdout: .descriptor(out.fileHandleForWriting.fileDescriptor))
+        else { return .failure(HTTPTestError(description: "python3 could not be started")) }
+        try? out.fileHandleForWriting.close()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = child.waitForExit()
+        return text.hasPrefix("/") ? .success(text) : .failure(HTTPTestError(description: "python3 said \(text)"))
+    }()
 
     /// Ends the origin and waits for it to exit, so that nothing answers on its port after this
     /// returns: a test that stops the origin next asks for what only a dead origin gives. The
