@@ -14,7 +14,9 @@ struct HostileImageTests {
 
     @Test("a 1×20000 PNG asked at 256×256 cover: answered at once, not 4 GB and a minute")
     func needle() async throws {
-        try await withOriginAndDaemon { origin, daemon in
+        // The product's time limit (the test daemon's is 300 s): a 16-megapixel enlargement
+        // starved of CPU is then answered 503 within the client's 20 s wait.
+        try await withOriginAndDaemon({ $0.thumbnails.timeLimitSeconds = 10 }) { origin, daemon in
             try await origin.put("needle.png", Self.thumbnailer.testImage(width: 1, height: 20_000, format: .png).array)
             let (result, took) = try await timedRequest(daemon.port, origin.thumb("/file/needle.png", "&w=256&h=256"))
             #expect(result.status == 200, "\(result.text.prefix(200))")
@@ -86,7 +88,13 @@ struct HostileImageTests {
 
     @Test("a full resize queue answers 503 busy with Retry-After at once")
     func busy() async throws {
-        try await withOriginAndDaemon({ $0.thumbnails.workers = 1; $0.thumbnails.maxQueued = 0 }) { origin, daemon in
+        // The product's time limit, not the test daemon's 300 s: the resize that took the
+        // worker, starved of CPU, is answered 503 within the client's 20 s wait.
+        try await withOriginAndDaemon({
+            $0.thumbnails.workers = 1
+            $0.thumbnails.maxQueued = 0
+            $0.thumbnails.timeLimitSeconds = 10
+        }) { origin, daemon in
             try await origin.put("large.jpg", Self.thumbnailer.testImage(width: 2000, height: 2000).array)
             #expect(try await request(daemon.port, origin.thumb("/file/large.jpg")).status == 200)
             // Four distinct heavy variants at once: one worker, no queue. The first to be
