@@ -24,39 +24,58 @@ from benchpeers import Instructions, Nginx, Origin, Thumbd, compiled, cpu_second
 from benchstreams import scenario_delivery, scenario_streams
 
 
-def hot(servers, origin, count, seconds, rounds, work, label):
+def hot(servers, origin, count, seconds, rounds, work, label, floors=()):
     paths = ["/img/hot-%s-%d.jpg" % (label, i) for i in range(count)]
     results = {}
     for server in servers:
         asyncio.run(warm(server.port, [server.path(p) for p in paths]))
-        results[server.name] = []
-    for _ in range(rounds):  # interleaved, so both see the same noise
-        for server in servers:
-            # What earlier scenes left dirty is written back first, not beside this round: after
-            # the grid 1 GB was, and a hit then cost thumbd 20.6 us, 17.2 after a sync.
-            os.sync()
-            before = cpu_seconds(server.pids)
-            with Instructions(server.pids) as counted:
-                rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
-            # The server's own CPU per answer: steadier than req/s on a shared machine, where
-            # wrk and the server take turns on the same two cores.
-            cpu_us = (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
-            per_answer = counted.count / max(1, requests) if counted.count is not None else None
-            results[server.name].append((rps, p50, p99, cpu_us, per_answer))
+    peers = list(servers) + [floor(work, servers[0], paths[0]) for floor in floors]
+    results = {peer.name: [] for peer in peers}
+    try:
+        for round in range(rounds):
+            # Interleaved, so all see the same noise, and in turn forward and backward, so that
+            # none is always the one after a sync or after a given other.
+            for server in peers if round % 2 == 0 else peers[::-1]:
+                # What earlier scenes left dirty is written back first, not beside this round: after
+                # the grid 1 GB was, and a hit then cost thumbd 20.6 us, 17.2 after a sync.
+                os.sync()
+                before = cpu_seconds(server.pids)
+                with Instructions(server.pids) as counted:
+                    rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
+                # The server's own CPU per answer: steadier than req/s on a shared machine, where
+                # wrk and the server take turns on the same two cores.
+                cpu_us = (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
+                per_answer = counted.count / max(1, requests) if counted.count is not None else None
+                results[server.name].append((rps, p50, p99, cpu_us, per_answer))
+    finally:
+        for peer in peers[len(servers):]:
+            peer.stop()
     return {name: tuple(None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs)
                         for i in range(5)) for name, runs in results.items()}
 
 
 def scenario_hot(servers, origin, seconds, rounds, work):
+    """The hot hit, unpinned: wrk and the server share the machine's cores, as a browser and
+    thumbd do. With 1 URL, beside the C floor and bare libmicrohttpd answering the same body
+    unpinned too: what the kernel (and libmicrohttpd) cost an answer on this machine, which
+    every server pays, and so what bounds thumbd's ratio to nginx here."""
     rows = []
-    for label, count in (("1 URL", 1), ("1000 URLs", 1000)):
+    # A round moves by 20% and more here; the median of 5 does not move with one such round.
+    rounds = max(rounds, 5) if rounds > 1 else rounds
+    for label, count, floors in (("1 URL", 1, (HitFloor.plain, HitFloor.fresh)), ("1000 URLs", 1000, ())):
         print("bench: hot hit, %s" % label, file=sys.stderr)
-        result = hot(servers, origin, count, seconds, rounds, work, label.split()[0])
+        result = hot(servers, origin, count, seconds, rounds, work, label.split()[0], floors)
         t, n = result["thumbd"], result["nginx"]
-        rows.append(("hot hit, %s" % label, "req/s", t[0], n[0]))
+        f = result.get("floor", (None,) * 5)
+        rows.append(("hot hit, %s" % label, "req/s", t[0], n[0], f[0]))
         rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
         rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
-        rows.append(("hot hit, %s" % label, "server CPU us per answer", t[3], n[3]))
+        rows.append(("hot hit, %s" % label, "server CPU us per answer", t[3], n[3], f[3]))
+        if "mhd-fresh" in result:
+            m = result["mhd-fresh"]
+            rows.append(("hot hit, %s" % label, "bare libmicrohttpd, a response per answer with a hit's headers "
+                         "(thumbd column): req/s", m[0], None, f[0]))
+            rows.append(("hot hit, %s" % label, "the same: server CPU us per answer (thumbd column)", m[3], None, f[3]))
         if Instructions.supported():
             rows.append(("hot hit, %s" % label, "server instructions per answer (perf stat)", t[4], n[4]))
     if not Instructions.supported():
@@ -79,8 +98,26 @@ class HitFloor:
         self.port = int(self.proc.stdout.readline())
         self.pids = [self.proc.pid]
 
+    @classmethod
+    def plain(cls, work, server, path):
+        """The C floor, unpinned, answering `server`'s answer to `path` (its body)."""
+        return cls(cls.body(work, server, path))
+
+    @classmethod
+    def fresh(cls, work, server, path):
+        return cls(cls.body(work, server, path), mhd=True, fresh=True)
+
+    @staticmethod
+    def body(work, server, path):
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (server.port, server.path(path))) as r:
+            data = r.read()
+        name = os.path.join(work, "floor-body-%d" % len(data))
+        with open(name, "wb") as f:
+            f.write(data)
+        return name
+
     def path(self, origin_path):
-        return origin_path
+        return "/"
 
     def stop(self):
         self.proc.kill()
@@ -109,20 +146,25 @@ def scenario_pinned(servers, origin, seconds, rounds, work):
         for _ in range(rounds):
             for peer in peers:
                 os.sync()  # as in `hot`: no writeback of earlier scenes beside the round
+                before = cpu_seconds(peer.pids)
                 out = subprocess.run(
                     ["taskset", "-c", "1", "wrk", "-t1", "-c64", "-d%ds" % seconds, "--latency",
                      "http://127.0.0.1:%d%s" % (peer.port, peer.path(path))],
                     capture_output=True, text=True, check=True).stdout
-                results[peer.name].append(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)))
+                requests = int(re.search(r"(\d+) requests in", out).group(1))
+                results[peer.name].append((float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+                                           (cpu_seconds(peer.pids) - before) * 1e6 / max(1, requests)))
     finally:
         for peer in servers:
             pin(peer.pids, "0x%x" % ((1 << os.cpu_count()) - 1))
         floor.stop()
         mhd.stop()
         fresh.stop()
-    f, m, r, t, n = (statistics.median(results[name]) for name in ("floor", "mhd", "mhd-fresh", "thumbd", "nginx"))
+    f, m, r, t, n = (statistics.median(rps for rps, _ in results[name]) for name in ("floor", "mhd", "mhd-fresh", "thumbd", "nginx"))
+    fc, tc, nc = (statistics.median(cpu for _, cpu in results[name]) for name in ("floor", "thumbd", "nginx"))
     label = "hot hit, 14 KB, server on core 0 and wrk on core 1 (varnish column: the C floor)"
     return [(label, "req/s", t, n, f),
+            (label, "server CPU us per answer", tc, nc, fc),
             (label, "share of the floor's req/s", t / f, n / f, 1.0),
             (label, "bare libmicrohttpd, same body (thumbd column): req/s", m, None, f),
             (label, "bare libmicrohttpd, a response per answer with a hit's 8 headers (thumbd column): req/s", r, None, f),
