@@ -154,22 +154,7 @@ final class ConnectionGuard: Sendable {
 
     /// A request line arrived; its query is not parsed yet.
     func requestLine(_ fd: Int32, loop: Int, uri: UnsafePointer<CChar>) {
-        var parameters = 0
-        var pointer = uri
-        var inQuery = false
-        var nul = false
-        while pointer.pointee != 0 {
-            let byte = UInt8(bitPattern: pointer.pointee)
-            // "%00" in the path: MHD decodes it in place and the path ends there ("/%00x" is "/").
-            if !inQuery && byte == UInt8(ascii: "%") && pointer[1] == 0x30 && pointer[2] == 0x30 { nul = true }
-            if byte == UInt8(ascii: "?") && !inQuery {
-                inQuery = true
-                parameters = 1
-            } else if inQuery && (byte == UInt8(ascii: "&") || byte == UInt8(ascii: ";")) {
-                parameters += 1
-            }
-            pointer += 1
-        }
+        let (parameters, nul) = Self.scan(UnsafeRawBufferPointer(start: uri, count: strlen(uri)))
         let refused = update(loop) { entries -> Bool in
             guard let entry = entries[fd], entry.phase != .refused else { return false }
             let refused = parameters > limits.maxQueryParameters || nul
@@ -177,6 +162,41 @@ final class ConnectionGuard: Sendable {
             return refused
         }
         if refused { refuse(fd, nul ? canned.nulInPath : canned.tooManyParameters) }
+    }
+
+    /// A request target's query parameters (1 + its `&` and `;` after the first `?`), and
+    /// whether its path holds `%00`: MHD decodes that in place, and the path would end there
+    /// (`/%00x` is `/`). Searched with `memchr`: a walk testing each byte for all three was
+    /// 2% of a hot hit's instructions.
+    static func scan(_ target: UnsafeRawBufferPointer) -> (parameters: Int, nulInPath: Bool) {
+        guard let base = target.baseAddress, !target.isEmpty else { return (0, false) }
+        let question = memchr(base, Int32(UInt8(ascii: "?")), target.count).map { $0 - UnsafeMutableRawPointer(mutating: base) }
+        let pathEnd = question ?? target.count
+        var nul = false
+        var from = 0
+        while from < pathEnd, let percent = memchr(base + from, Int32(UInt8(ascii: "%")), pathEnd - from) {
+            let at = percent - UnsafeMutableRawPointer(mutating: base)
+            if at + 2 < target.count, target[at + 1] == UInt8(ascii: "0"), target[at + 2] == UInt8(ascii: "0") {
+                nul = true
+                break
+            }
+            from = at + 1
+        }
+        guard let question else { return (0, nul) }
+        let query = UnsafeRawBufferPointer(rebasing: target[(question + 1)...])
+        return (1 + count(UInt8(ascii: "&"), in: query) + count(UInt8(ascii: ";"), in: query), nul)
+    }
+
+    /// How many times `byte` occurs in `bytes`, found by `memchr`.
+    private static func count(_ byte: UInt8, in bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        var count = 0
+        var from = 0
+        while from < bytes.count, let hit = memchr(base + from, Int32(byte), bytes.count - from) {
+            count += 1
+            from = hit - UnsafeMutableRawPointer(mutating: base) + 1
+        }
+        return count
     }
 
     /// The request is complete and goes to its handler: no deadline until it is answered.

@@ -288,11 +288,10 @@ public final class RequestContext: Sendable, StreamWaker {
             state.watchToken = 0
             guard let request = state.request else { return nil }
             let sent = state.sent ?? ([], 0, 499)
-            var exchange = Exchange(method: request.method, path: request.path, query: request.query, status: Int(sent.status),
-                                    headers: sent.headers, bodyBytes: sent.bytes, started: started)
-            if state.sent != nil { exchange.extraHeaders = state.extraHeaders }
-            exchange.route = Int(state.route)
-            return exchange
+            return Exchange(method: request.method, path: request.path, query: request.query, route: Int(state.route),
+                            status: Int(sent.status), headers: sent.headers,
+                            extraHeaders: state.sent != nil ? state.extraHeaders : ExtraHeaders(), bodyBytes: sent.bytes,
+                            started: started)
         }
     }
 }

@@ -12,7 +12,7 @@ final class ServerCore: Sendable {
     let handler: any HTTPHandler
     let logger: Logger
     let maxBodyBytes: Int
-    let requestHeaders: [String]
+    let requestHeaders: HeaderNames
     let serverHeader: String?
     let keepsTargets: Bool
     let connections: ConnectionGuard
@@ -27,7 +27,7 @@ final class ServerCore: Sendable {
                                            refusalID: { [handler] in handler.refusalID() })
         self.handler = handler
         self.maxBodyBytes = configuration.maxBodyBytes
-        self.requestHeaders = configuration.requestHeaders
+        self.requestHeaders = HeaderNames(configuration.requestHeaders)
         self.serverHeader = configuration.serverHeader
         keepsTargets = configuration.keepsTargets
         self.logger = logger
@@ -123,7 +123,7 @@ final class ServerCore: Sendable {
             let request = Request(
                 method: method.map { String(cString: $0) } ?? "GET", path: url.map { String(cString: $0) } ?? "/",
                 query: Self.queryArguments(connection),
-                headers: Self.headers(connection, names: requestHeaders), body: body, isHTTP11: http11)
+                headers: Self.headers(connection, wanted: requestHeaders), body: body, isHTTP11: http11)
             context.handed(request, route: handler.route(of: request), keepingTarget: keepsTargets)
             switch handler.handle(request, context: context) {
             case .response(let response):
@@ -237,30 +237,6 @@ final class ServerCore: Sendable {
                 "log.suppressed": "\(suppressed)",
             ])
         }
-    }
-
-    /// The request headers handlers use, looked up by name rather than all copied: copying
-    /// every header was a visible share of a hit's cost.
-    private static func headers(_ connection: OpaquePointer, names: [String]) -> Fields {
-        var headers = Fields()
-        for name in names {
-            if let value = name.withCString({ MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }) {
-                headers.add(name, String(cString: value))
-            }
-        }
-        return headers
-    }
-
-    private static func queryArguments(_ connection: OpaquePointer) -> Fields {
-        var query = Fields()
-        withUnsafeMutablePointer(to: &query) { query in
-            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
-                guard let cls, let key else { return .YES }
-                cls.assumingMemoryBound(to: Fields.self).pointee.add(String(cString: key), value.map { String(cString: $0) } ?? "")
-                return .YES
-            }, UnsafeMutableRawPointer(query))
-        }
-        return query
     }
 }
 

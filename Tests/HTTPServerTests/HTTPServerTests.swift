@@ -110,6 +110,13 @@ struct HTTPServerTests {
             #expect(response.status == 200)
             #expect(response.text == "host=127.0.0.1,x-wanted=yes")
             #expect(response[header: "Server"] == "echo/1")
+            // Names in any case; the first of a repeated one, as a lookup by name gives it; a
+            // name of a wanted one's length that is not it, and a longer one, are not copied.
+            let raw = try await Self.exchange(server.port) {
+                try $0.sendRaw(Array(("GET /h HTTP/1.1\r\nhOsT: a.example\r\nX-WANTED: first\r\nX-Wantex: no\r\n"
+                                      + "x-wanted: second\r\nX-Wanted-Too: no\r\n\r\n").utf8))
+            }
+            #expect(raw.text == "host=a.example,x-wanted=first")
         }
         try await Self.withServer { server, _ in
             let response = try await Self.exchange(server.port) { try $0.send("GET", "/h") }
@@ -143,10 +150,22 @@ struct HTTPServerTests {
             #expect(query.status == 414)
             #expect(query.text == "refused: tooManyParameters(limit: 4)")
             #expect(query[header: "Connection"] == "close")
+            // `;` separates parameters too, and only after the first `?`; `%00` refuses a
+            // path, not a query.
+            let semicolons = try await Self.exchange(server.port) { try $0.send("GET", "/x?a=1;b=2?c=3;d=4;e=5&f=6") }
+            #expect(semicolons.status == 414)
+            let four = try await Self.exchange(server.port) { try $0.send("GET", "/four?a=%00;b=2?c=3&d=4") }
+            #expect(four.status == 200)
+            let nul = try await Self.exchange(server.port) { try $0.send("GET", "/x%41%00y?a=1") }
+            #expect(nul.status == 400)
+            #expect(nul.text == "refused: nulInPath")
+            let percent = try await Self.exchange(server.port) { try $0.send("GET", "/p%4100%0") }
+            #expect(percent.status == 200)
             let noHost = try await Self.exchange(server.port) { try $0.sendRaw(Array("GET /x HTTP/1.1\r\n\r\n".utf8)) }
             #expect(noHost.status == 400)
             #expect(noHost.text == "refused: missingHost")
-            #expect(handler.seen.withLock { $0.map(\.path) } == [])  // none of them reached the handler
+            // none of the refused reached the handler
+            #expect(handler.seen.withLock { $0.map(\.path) } == ["/four", "/pA00%0"])
         }
     }
 

@@ -22,6 +22,16 @@ struct HTTPSemanticsTests {
         }
     }
 
+    @Test("a hit's Cache-Control states its remaining seconds in decimal")
+    func maxAge() {
+        #expect(ThumbHandler.publicMaxAge(0) == "public, max-age=0")
+        #expect(ThumbHandler.publicMaxAge(9) == "public, max-age=9")
+        #expect(ThumbHandler.publicMaxAge(10) == "public, max-age=10")
+        #expect(ThumbHandler.publicMaxAge(86_400) == "public, max-age=86400")
+        #expect(ThumbHandler.publicMaxAge(Int64.max) == "public, max-age=\(Int64.max)")
+        #expect(ThumbHandler.publicMaxAge(-5) == "public, max-age=0")
+    }
+
     @Test("Cache-Control and Expires decide freshness")
     func freshness() {
         func of(_ cc: String?, expires: String? = nil, date: String? = nil) -> Freshness {

@@ -30,6 +30,12 @@ struct RequestGuardTests {
         defer { daemon.remove() }
         #expect(try await request(daemon.port, "/healthz", headers: ["Host": "thumbd.internal:8080"]).status == 200)
         #expect(try await request(daemon.port, "/healthz", headers: ["Host": "other.internal"]).status == 421)
+        for host in ["THUMBD.Internal", "thumbd.internal.", "[thumbd.internal]:1"] {
+            #expect(try await request(daemon.port, "/healthz", headers: ["Host": host]).status == 200, "\(host)")
+        }
+        for host in ["thumbd.interna", "thumbd.internals", "xthumbd.internal", "thumbd.internal:1:2"] {
+            #expect(try await request(daemon.port, "/healthz", headers: ["Host": host]).status == 421, "\(host)")
+        }
         let any = try TestDaemon { $0.server.allowedHosts = ["*"] }
         defer { any.remove() }
         #expect(try await request(any.port, "/healthz", headers: ["Host": "other.internal"]).status == 200)

@@ -1,4 +1,5 @@
 import Prometheus
+import Support
 import Synchronization
 
 /// What every answer records, its route and status and its duration by route, in atomic
@@ -35,7 +36,7 @@ final class AnswerCounts: Sendable {
     /// One answer: `route` in 0..<10, `status` in 100...599 (the caller clamps them).
     func record(route: Int, status: Int, duration: Duration) {
         answers[route * Self.statuses + status - 100].wrappingAdd(1, ordering: .relaxed)
-        let nanoseconds = max(0, Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        let nanoseconds = max(0, duration.nanoseconds)  // `components` once, not twice
         durations[route * (bounds.count + 1) + bucket(of: nanoseconds)].wrappingAdd(1, ordering: .relaxed)
         sums[route].wrappingAdd(Int(nanoseconds), ordering: .relaxed)
     }

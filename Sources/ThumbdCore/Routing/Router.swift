@@ -37,6 +37,10 @@ struct Router: HTTPHandler {
         if let refusal = requestGuard.check(request) { return .response(refusal) }
         let cors = requestGuard.corsHeaders(request)
         if !cors.isEmpty { context.addResponseHeaders(cors) }
+        if request.path == "/thumb" {  // the route of nearly every request, asked first
+            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
+            return thumb.handle(request, context: context, requestID: id)
+        }
         if request.path == "/batches" || request.path.hasPrefix("/batches/") {
             return batches.handle(request, context: context, requestID: id)
         }
@@ -60,9 +64,6 @@ struct Router: HTTPHandler {
             return .response(Self.asset(request, ClientTypes.body, type: "application/typescript; charset=utf-8"))
         case "/openapi.json":
             return .response(Self.asset(request, OpenAPIDocument.body, type: "application/json"))
-        case "/thumb":
-            guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
-            return thumb.handle(request, context: context, requestID: id)
         case "/healthz":
             guard request.method == "GET" || request.method == "HEAD" else { return .response(Self.notAllowed("GET, HEAD")) }
             switch health() {
