@@ -244,6 +244,6 @@ public struct ExtraHeaders: Sendable {
 
 extension String {
     fileprivate func caseInsensitiveCompare(_ other: String) -> Bool {
-        utf8.count == other.utf8.count && zip(utf8, other.utf8).allSatisfy { a, b in a | 0x20 == b | 0x20 }
+        utf8.equalsIgnoringASCIICase(other.utf8)
     }
 }

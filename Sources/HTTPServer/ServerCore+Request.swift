@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+import Support
 
 /// Reading a request out of libmicrohttpd: the headers handlers read and the query
 /// arguments, each in one pass over what the request carries.
@@ -55,18 +56,6 @@ struct HeaderNames: Sendable {
 
     /// The index of the name `key` spells in any case, or nil.
     func index(of key: UnsafeRawBufferPointer) -> Int? {
-        for index in bytes.indices where bytes[index].count == key.count {
-            if bytes[index].withUnsafeBufferPointer({ Self.equalFoldingCase($0, key) }) { return index }
-        }
-        return nil
-    }
-
-    private static func equalFoldingCase(_ lower: UnsafeBufferPointer<UInt8>, _ key: UnsafeRawBufferPointer) -> Bool {
-        for offset in 0..<lower.count {
-            var byte = key[offset]
-            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { byte |= 0x20 }
-            if byte != lower[offset] { return false }
-        }
-        return true
+        bytes.firstIndex { $0.equalsIgnoringASCIICase(key) }
     }
 }

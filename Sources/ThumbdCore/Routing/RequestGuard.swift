@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Support
 import Synchronization
 
 /// What a web page in the user's browser must not be able to do through thumbd, checked
@@ -45,8 +46,7 @@ struct RequestGuard: Sendable {
         for name in (loopbackNames + [listenHost] + allowedHosts).map({ Array(hostName($0).utf8) }) where !hosts.contains(name) {
             hosts.append(name)
         }
-        return Rules(hosts: hosts,
-              anyHost: allowedHosts.contains("*"), origins: Set(allowedOrigins.map { $0.lowercased() }))
+        return Rules(hosts: hosts, anyHost: allowedHosts.contains("*"), origins: Set(allowedOrigins.map { $0.lowercased() }))
     }
 
     /// Replaces the allowed names and origins of this guard and of every copy of it.
@@ -61,15 +61,9 @@ struct RequestGuard: Sendable {
         return host.withUTF8 { bytes in
             let name = UnsafeBufferPointer(rebasing: bytes[Self.nameRange(bytes)])
             return rules.current.withLock { rules in
-                rules.anyHost || rules.hosts.contains { allowed in
-                    allowed.count == name.count && zip(allowed, name).allSatisfy { $0 == Self.lowered($1) }
-                }
+                rules.anyHost || rules.hosts.contains { $0.equalsIgnoringASCIICase(name) }
             }
         }
-    }
-
-    private static func lowered(_ byte: UInt8) -> UInt8 {
-        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }
 
     private var origins: Set<String> { rules.current.withLock { $0.origins } }
@@ -148,9 +142,8 @@ struct RequestGuard: Sendable {
         var host = host
         return host.withUTF8 { bytes -> String in
             let name = UnsafeBufferPointer(rebasing: bytes[nameRange(bytes)])
-            let upper = UInt8(ascii: "A")...UInt8(ascii: "Z")
-            guard name.contains(where: upper.contains) else { return String(decoding: name, as: UTF8.self) }
-            return String(decoding: name.map(lowered), as: UTF8.self)
+            guard name.contains(where: { $0.asciiLowercased != $0 }) else { return String(decoding: name, as: UTF8.self) }
+            return String(decoding: name.map(\.asciiLowercased), as: UTF8.self)
         }
     }
 
