@@ -131,15 +131,22 @@ public final class CacheStore: Sendable {
     // MARK: Reads (any thread)
 
     /// Looks up `key` in memory, else (if a row may exist) on a pooled read connection;
-    /// never touches the writer.
-    public func lookup(_ key: String) throws -> CachedObject? {
-        if let object = hot.get(key) { return object }
+    /// never touches the writer. `accessedAt` (Unix milliseconds): the object found counts as
+    /// used then, for the LRU order (as `recordAccess`, without a second lookup).
+    public func lookup(_ key: String, accessedAt milliseconds: Int64? = nil) throws -> CachedObject? {
+        if let milliseconds {
+            if let object = hot.get(key, accessedAt: milliseconds) { return object }
+        } else if let object = hot.get(key) {
+            return object
+        }
         guard keys.mayContain(key) else { return nil }
         let epoch = hot.epoch
         let reader = try checkoutReader()
         defer { checkin(reader) }
         guard let object = try reader.lookup(key) else { return nil }
-        hot.fill(object, readAt: epoch)
+        if !hot.fill(object, readAt: epoch, accessedAt: milliseconds ?? 0), let milliseconds {
+            pendingAccess.withLock { $0[key] = milliseconds }
+        }
         return object
     }
 
@@ -251,10 +258,11 @@ public final class CacheStore: Sendable {
     }
 
     func flushAccessTimesOnWriter() {
-        let batch = pendingAccess.withLock { pending in
+        var batch = pendingAccess.withLock { pending in
             defer { pending.removeAll(keepingCapacity: true) }
             return pending
         }
+        batch.merge(hot.takeAccesses()) { max($0, $1) }
         guard !batch.isEmpty, !writer.isClosed else { return }
         do {
             try writer.touch(batch)
@@ -272,5 +280,6 @@ public final class CacheStore: Sendable {
         logger.debug("store.evicted", metadata: ["count": "\(evicted.count)", "bytes": "\(writer.totalBytes)"])
     }
 
-    static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    /// The clock access times are written in: Unix milliseconds.
+    public static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }

@@ -9,11 +9,26 @@ import Synchronization
 /// A reader fills it after a SQLite read only if nothing was removed meanwhile (`epoch`),
 /// so an object evicted or purged while a reader was looking it up cannot come back.
 /// When full, entries go in hash order, which is close to random eviction.
+///
+/// A hit's access time (for the LRU order SQLite keeps) is written into its entry by the
+/// lookup that found it, under the same lock and hash, and collected by the store's access
+/// flush (`takeAccesses`): a hit pays no second lock, hash and table write for it.
 final class HotCache: Sendable {
+    private struct Entry {
+        var object: CachedObject
+        /// Unix milliseconds of the last access not yet flushed; 0: none.
+        var accessed: Int64
+    }
+
     private struct State {
-        var entries: [String: CachedObject] = [:]
+        var entries: [String: Entry] = [:]
         var bytes = 0
         var epoch: UInt64 = 0
+        /// Keys whose entry got an access since the last flush: the flush visits these, not
+        /// every entry. A key is added when its entry's first such access is written.
+        var touched: [String] = []
+        /// Access times of entries that left (for room, or removed) before the flush.
+        var orphans: [String: Int64] = [:]
     }
 
     private let state = Mutex(State())
@@ -27,7 +42,35 @@ final class HotCache: Sendable {
 
     func get(_ key: String) -> CachedObject? {
         guard capacity > 0 else { return nil }
-        return state.withLock { $0.entries[key] }
+        return state.withLock { $0.entries[key]?.object }
+    }
+
+    /// The object, with its access at `milliseconds` recorded for the next flush.
+    func get(_ key: String, accessedAt milliseconds: Int64) -> CachedObject? {
+        guard capacity > 0 else { return nil }
+        return state.withLock { state in
+            guard let index = state.entries.index(forKey: key) else { return nil }
+            if state.entries.values[index].accessed == 0 { state.touched.append(key) }
+            state.entries.values[index].accessed = milliseconds
+            return state.entries.values[index].object
+        }
+    }
+
+    /// The access times recorded since the last call (the latest for each key), now cleared.
+    func takeAccesses() -> [String: Int64] {
+        state.withLock { state in
+            var accesses = state.orphans
+            state.orphans = [:]
+            for key in state.touched {
+                guard let index = state.entries.index(forKey: key) else { continue }
+                let accessed = state.entries.values[index].accessed
+                guard accessed != 0 else { continue }
+                accesses[key] = max(accesses[key] ?? 0, accessed)
+                state.entries.values[index].accessed = 0
+            }
+            state.touched.removeAll(keepingCapacity: state.touched.count < 4096)
+            return accesses
+        }
     }
 
     var epoch: UInt64 { state.withLock { $0.epoch } }
@@ -35,12 +78,17 @@ final class HotCache: Sendable {
     /// Bytes of bodies held (never above the capacity).
     var heldBytes: Int { state.withLock { $0.bytes } }
 
-    /// After a SQLite read begun at `epoch`: keeps `object` unless something was removed since.
-    func fill(_ object: CachedObject, readAt epoch: UInt64) {
-        guard capacity > 0, object.body.count <= largestObject else { return }
-        state.withLock { state in
-            guard state.epoch == epoch, state.entries[object.key] == nil else { return }
-            Self.add(object, to: &state, capacity: capacity)
+    /// After a SQLite read begun at `epoch`: keeps `object` unless something was removed since,
+    /// with its access at `accessedAt` (milliseconds; 0: none). False when it was not kept (the
+    /// caller records the access elsewhere).
+    @discardableResult
+    func fill(_ object: CachedObject, readAt epoch: UInt64, accessedAt milliseconds: Int64 = 0) -> Bool {
+        guard capacity > 0, object.body.count <= largestObject else { return false }
+        return state.withLock { state in
+            guard state.epoch == epoch, state.entries[object.key] == nil else { return false }
+            Self.add(Entry(object: object, accessed: milliseconds), to: &state, capacity: capacity)
+            if milliseconds != 0 { state.touched.append(object.key) }
+            return true
         }
     }
 
@@ -49,10 +97,15 @@ final class HotCache: Sendable {
     func put(_ object: CachedObject) {
         guard capacity > 0 else { return }
         state.withLock { state in
-            if let old = state.entries.removeValue(forKey: object.key) { state.bytes -= old.body.count }
+            let old = state.entries.removeValue(forKey: object.key)
+            if let old { state.bytes -= old.object.body.count }
             state.epoch &+= 1
-            guard object.body.count <= largestObject else { return }
-            Self.add(object, to: &state, capacity: capacity)
+            // The key stays where it was in `touched`: its access moves to the new version.
+            guard object.body.count <= largestObject else {
+                if let old { Self.orphan(old, key: object.key, in: &state) }
+                return
+            }
+            Self.add(Entry(object: object, accessed: old?.accessed ?? 0), to: &state, capacity: capacity)
         }
     }
 
@@ -60,7 +113,10 @@ final class HotCache: Sendable {
         state.withLock { state in
             state.epoch &+= 1
             for key in keys {
-                if let old = state.entries.removeValue(forKey: key) { state.bytes -= old.body.count }
+                if let old = state.entries.removeValue(forKey: key) {
+                    state.bytes -= old.object.body.count
+                    Self.orphan(old, key: key, in: &state)
+                }
             }
         }
     }
@@ -70,15 +126,26 @@ final class HotCache: Sendable {
             state.epoch &+= 1
             state.entries.removeAll()
             state.bytes = 0
+            state.touched.removeAll()
+            state.orphans.removeAll()
         }
     }
 
-    private static func add(_ object: CachedObject, to state: inout State, capacity: Int) {
-        while state.bytes + object.body.count > capacity, let victim = state.entries.first {
+    private static func add(_ entry: Entry, to state: inout State, capacity: Int) {
+        let size = entry.object.body.count
+        while state.bytes + size > capacity, let victim = state.entries.first {
             state.entries.removeValue(forKey: victim.key)
-            state.bytes -= victim.value.body.count
+            state.bytes -= victim.value.object.body.count
+            orphan(victim.value, key: victim.key, in: &state)
         }
-        state.entries[object.key] = object
-        state.bytes += object.body.count
+        state.entries[entry.object.key] = entry
+        state.bytes += size
+    }
+
+    /// Keeps the unflushed access of an entry that leaves (a touch of a row gone meanwhile
+    /// changes nothing).
+    private static func orphan(_ entry: Entry, key: String, in state: inout State) {
+        guard entry.accessed != 0 else { return }
+        state.orphans[key] = max(state.orphans[key] ?? 0, entry.accessed)
     }
 }

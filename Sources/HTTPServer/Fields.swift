@@ -6,7 +6,13 @@
 /// The server bounds how many a request may carry (`maxQueryParameters`).
 public struct Fields: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     public typealias Element = (name: String, value: String)
-    private var pairs: [Element]
+    /// A struct, not the tuple `Element`: an array of tuples is destroyed through the
+    /// runtime's generic tuple witness, element by element (every request frees two).
+    fileprivate struct Pair: Sendable {
+        let name: String
+        let value: String
+    }
+    private var pairs: [Pair]
 
     public init() { pairs = [] }
 
@@ -16,7 +22,7 @@ public struct Fields: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     }
 
     public init(_ dictionary: [String: String]) {
-        pairs = dictionary.map { ($0.key, $0.value) }
+        pairs = dictionary.map { Pair(name: $0.key, value: $0.value) }
     }
 
     public subscript(name: String) -> String? {
@@ -26,12 +32,18 @@ public struct Fields: Sendable, ExpressibleByDictionaryLiteral, Sequence {
 
     /// Adds a pair unless the name is there already: the first occurrence wins.
     public mutating func add(_ name: String, _ value: String) {
-        if self[name] == nil { pairs.append((name, value)) }
+        if self[name] == nil { pairs.append(Pair(name: name, value: value)) }
     }
 
     public var count: Int { pairs.count }
     public var isEmpty: Bool { pairs.isEmpty }
     public var keys: [String] { pairs.map(\.name) }
 
-    public func makeIterator() -> IndexingIterator<[Element]> { pairs.makeIterator() }
+    public func makeIterator() -> Iterator { Iterator(pairs: pairs.makeIterator()) }
+
+    public struct Iterator: IteratorProtocol {
+        fileprivate var pairs: IndexingIterator<[Pair]>
+
+        public mutating func next() -> Element? { pairs.next().map { ($0.name, $0.value) } }
+    }
 }

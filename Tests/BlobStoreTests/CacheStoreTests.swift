@@ -8,11 +8,13 @@ import Support
 
 @Suite("CacheStore on a real SQLite file")
 struct CacheStoreTests {
-    static func withStore(maxBytes: Int64 = 1 << 30, _ body: (CacheStore, CacheStore.Configuration) async throws -> Void) async throws {
+    static func withStore(maxBytes: Int64 = 1 << 30, memoryBytes: Int = 64 << 20,
+                          _ body: (CacheStore, CacheStore.Configuration) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("thumbd-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = CacheStore.Configuration(path: directory.appendingPathComponent("sub/cache.sqlite").path)
         configuration.maxBytes = maxBytes
+        configuration.memoryBytes = memoryBytes
         configuration.accessFlushMilliseconds = 10
         let store = try CacheStore.open(configuration: configuration)
         defer { store.close() }
@@ -23,6 +25,14 @@ struct CacheStoreTests {
         CachedObject(key: key, url: "http://example.org/\(key)", status: 200, contentType: "image/jpeg",
                      body: Bytes([UInt8](repeating: byte, count: size)), etag: "\"\(key)\"", upstreamETag: "\"up\"",
                      lastModified: "Tue, 14 Nov 2023 22:13:20 GMT", fetchedAt: 1, expiresAt: 2)
+    }
+
+    /// Each a few milliseconds after the one before, so that their times order them.
+    static func insertInTurn(_ keys: [String], size: Int, into store: CacheStore) async throws {
+        for (index, key) in keys.enumerated() {
+            if index > 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await store.insert(Self.object(key, size: size))
+        }
     }
 
     @Test("insert, look up, replace, and survive reopening")
@@ -46,11 +56,7 @@ struct CacheStoreTests {
     func eviction() async throws {
         try await Self.withStore(maxBytes: 1 << 20) { store, _ in
             let size = 300_000
-            try await store.insert(Self.object("old", size: size))
-            try await Task.sleep(for: .milliseconds(5))
-            try await store.insert(Self.object("used", size: size))
-            try await Task.sleep(for: .milliseconds(5))
-            try await store.insert(Self.object("new", size: size))
+            try await Self.insertInTurn(["old", "used", "new"], size: size, into: store)
             try await Task.sleep(for: .milliseconds(5))
             store.recordAccess("old")  // "old" was read recently: now "used" is the LRU one
             try await Task.sleep(for: .milliseconds(50))  // let the access batch flush
@@ -61,6 +67,27 @@ struct CacheStoreTests {
             let statistics = store.statistics()
             #expect(statistics.bytes <= 1 << 20)
             #expect(statistics.evictions >= 1)
+        }
+    }
+
+    @Test("a lookup with an access time counts as a use for the LRU order, from memory or from SQLite",
+          arguments: [64 << 20, 0])
+    func lookupRecordsAccess(memoryBytes: Int) async throws {
+        try await Self.withStore(maxBytes: 1 << 20, memoryBytes: memoryBytes) { store, _ in
+            let size = 300_000
+            try await Self.insertInTurn(["old", "used", "new"], size: size, into: store)
+            #expect(try store.lookup("old") != nil)  // no access time: not a use (and now in memory, if kept)
+            #expect(try store.lookup("used") != nil)
+            try await Task.sleep(for: .milliseconds(5))
+            // Read twice: the first from SQLite (or memory), the second from memory when it is on.
+            #expect(try store.lookup("old", accessedAt: CacheStore.nowMilliseconds()) != nil)
+            try await Task.sleep(for: .milliseconds(2))
+            #expect(try store.lookup("old", accessedAt: CacheStore.nowMilliseconds()) != nil)
+            try await Task.sleep(for: .milliseconds(50))  // let the access batch flush
+            try await store.insert(Self.object("newest", size: size))
+            #expect(try store.lookup("used") == nil)
+            #expect(try store.lookup("old") != nil)
+            #expect(try store.lookup("newest") != nil)
         }
     }
 

@@ -56,10 +56,47 @@ struct HotCacheTests {
         #expect(hot.get("a") == nil && hot.heldBytes == 0)
     }
 
+    @Test("an access a lookup records is taken once, survives its entry leaving or being replaced, and keeps the latest")
+    func accesses() {
+        let hot = HotCache(capacityBytes: 1600)
+        hot.put(Self.object("a", size: 100))
+        hot.put(Self.object("b", size: 100))
+        #expect(hot.get("missing", accessedAt: 5) == nil)
+        #expect(hot.get("a") != nil)  // no access time: nothing recorded
+        #expect(hot.takeAccesses().isEmpty)
+        #expect(hot.get("a", accessedAt: 5) != nil)
+        #expect(hot.get("a", accessedAt: 7) != nil)
+        #expect(hot.get("b", accessedAt: 6) != nil)
+        #expect(hot.takeAccesses() == ["a": 7, "b": 6])
+        #expect(hot.takeAccesses().isEmpty)  // taken once
+        // A new version keeps the access; a removed entry's access is still reported.
+        #expect(hot.get("a", accessedAt: 8) != nil)
+        hot.put(Self.object("a", size: 50))
+        #expect(hot.get("b", accessedAt: 9) != nil)
+        hot.remove(["b"])
+        #expect(hot.takeAccesses() == ["a": 8, "b": 9])
+        // Entries pushed out for room keep their accesses too: every access is reported,
+        // whichever entries the new ones displaced.
+        hot.removeAll()
+        for index in 0..<16 { hot.put(Self.object("old\(index)", size: 100)) }
+        for index in 0..<16 { #expect(hot.get("old\(index)", accessedAt: Int64(100 + index)) != nil) }
+        for index in 0..<16 { hot.put(Self.object("new\(index)", size: 100)) }
+        #expect((0..<16).filter { hot.get("old\($0)") != nil }.count < 16)
+        #expect(hot.takeAccesses() == Dictionary(uniqueKeysWithValues: (0..<16).map { ("old\($0)", Int64(100 + $0)) }))
+        // A fill with an access records it; one that is refused says so.
+        #expect(hot.fill(Self.object("c", size: 10), readAt: hot.epoch, accessedAt: 11))
+        #expect(!hot.fill(Self.object("d", size: 101), readAt: hot.epoch, accessedAt: 12))
+        #expect(hot.takeAccesses() == ["c": 11])
+        hot.removeAll()
+        #expect(hot.takeAccesses().isEmpty)
+    }
+
     @Test("capacity 0 turns it off")
     func off() {
         let hot = HotCache(capacityBytes: 0)
         hot.put(Self.object("a", size: 0))
         #expect(hot.get("a") == nil)
+        #expect(hot.get("a", accessedAt: 1) == nil)
+        #expect(hot.takeAccesses().isEmpty)
     }
 }

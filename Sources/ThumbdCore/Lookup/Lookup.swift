@@ -98,16 +98,19 @@ struct Lookup: Sendable {
     /// `onScreen`: a batch shows it now (before its focus reaches the jobs' urgencies).
     /// `waiter` makes the waiter, and is called only when there is a flight to wait on: a hit
     /// makes no closure (its captures were a heap allocation on every hit).
+    /// `clock`: the caller's clock reading in Unix milliseconds (`CacheStore.nowMilliseconds`),
+    /// when it has one: one reading a request, not one a step. The object found counts as used
+    /// then (LRU), recorded by the lookup itself.
     func request(_ target: LookupTarget, priority: Priority, requestID: String?, preview: Bool = false,
-                 patient: Bool = false, onScreen: Bool = false, waiter makeWaiter: () -> Waiter) -> Answer {
+                 patient: Bool = false, onScreen: Bool = false, clock: Int64 = CacheStore.nowMilliseconds(),
+                 waiter makeWaiter: () -> Waiter) -> Answer {
         let key = target.key
-        let now = ObjectSource.now()
-        switch LookupDecision.decide(source.cached(key), now: now, servableStale: { source.servableStale($0, at: now) }) {
+        let now = clock / 1000
+        let stored = source.cached(key, accessedAt: clock)
+        switch LookupDecision.decide(stored, now: now, servableStale: { source.servableStale($0, at: now) }) {
         case .hit(let object):
-            source.store.recordAccess(key)
             return .hit(object)
         case .stale(let object):
-            source.store.recordAccess(key)
             switch target {
             case .original(let destination):
                 source.refreshInBackground(destination, stale: object, requestID: requestID)

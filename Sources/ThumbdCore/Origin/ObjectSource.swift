@@ -37,9 +37,10 @@ final class ObjectSource: Sendable {
     }
 
     /// A stored object, fresh or not; nil when absent or unreadable (then we fetch).
-    func cached(_ key: String) -> CachedObject? {
+    /// `accessedAt` (Unix milliseconds): it counts as used then, for the LRU order.
+    func cached(_ key: String, accessedAt milliseconds: Int64? = nil) -> CachedObject? {
         do {
-            return try store.lookup(key)
+            return try store.lookup(key, accessedAt: milliseconds)
         } catch {
             // Every request looks up: a file that fails every read would write a line per
             // request, and the log would drown what else it says.

@@ -43,13 +43,14 @@ struct ThumbHandler: Sendable {
         let counters = source.counters
         let conditions = thumb.conditions
         let lookup = Lookup(source: source, variants: variants)
-        let answer = lookup.request(target, priority: thumb.priority, requestID: requestID) {
+        let clock = CacheStore.nowMilliseconds()
+        let now = clock / 1000
+        let answer = lookup.request(target, priority: thumb.priority, requestID: requestID, clock: clock) {
             { outcome, role, stale in
                 context.respond(Self.answer(outcome, role: role, stale: stale, conditions: conditions, placeholder: placeholder,
                                             counters: counters, vary: vary))
             }
         }
-        let now = ObjectSource.now()
         switch answer {
         case .hit(let stored):
             counters.count(.hit)
@@ -102,19 +103,25 @@ struct ThumbHandler: Sendable {
     /// `public, max-age=<seconds>`, its digits written into the string as it is made: an
     /// interpolation grew it in steps, 1% of a hot hit's instructions.
     static func publicMaxAge(_ seconds: Int64) -> String {
-        let prefix = "public, max-age=".utf8
+        let prefix: StaticString = "public, max-age="
+        let start = prefix.utf8CodeUnitCount
+        let value = UInt64(max(0, seconds))
         var digits = 1
-        var rest = max(0, seconds)
+        var rest = value
         while rest >= 10 { rest /= 10; digits += 1 }
-        return String(unsafeUninitializedCapacity: prefix.count + digits) { buffer in
-            var index = 0
-            for byte in prefix { buffer[index] = byte; index += 1 }
-            var value = max(0, seconds)
-            for offset in stride(from: index + digits - 1, through: index, by: -1) {
-                buffer[offset] = UInt8(ascii: "0") + UInt8(value % 10)
+        return String(unsafeUninitializedCapacity: start + digits) { buffer in
+            // The prefix in one copy, then the digits from the last: no per-byte bounds
+            // checks or generic stride (600 instructions a hit, before).
+            guard let base = buffer.baseAddress else { return 0 }
+            base.update(from: prefix.utf8Start, count: start)
+            var value = value
+            var offset = start + digits
+            repeat {
+                offset -= 1
+                base[offset] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value % 10)
                 value /= 10
-            }
-            return index + digits
+            } while value > 0
+            return start + digits
         }
     }
 
