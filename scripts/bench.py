@@ -40,18 +40,22 @@ def hot(servers, origin, count, seconds, rounds, work, label, floors=()):
                 # the grid 1 GB was, and a hit then cost thumbd 20.6 us, 17.2 after a sync.
                 os.sync()
                 before = cpu_seconds(server.pids)
+                before_user = cpu_seconds(server.pids, user_only=True)
                 with Instructions(server.pids) as counted:
                     rps, p50, p99, requests = wrk(server.port, [server.path(p) for p in paths], seconds, work)
                 # The server's own CPU per answer: steadier than req/s on a shared machine, where
                 # wrk and the server take turns on the same two cores.
                 cpu_us = (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests)
+                # Its user-space part: the server's own work, without the kernel's (sockets and
+                # copies, about the same for every server here, and the part that varies most).
+                user_us = (cpu_seconds(server.pids, user_only=True) - before_user) * 1e6 / max(1, requests)
                 per_answer = counted.count / max(1, requests) if counted.count is not None else None
-                results[server.name].append((rps, p50, p99, cpu_us, per_answer))
+                results[server.name].append((rps, p50, p99, cpu_us, per_answer, user_us))
     finally:
         for peer in peers[len(servers):]:
             peer.stop()
     return {name: tuple(None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs)
-                        for i in range(5)) for name, runs in results.items()}
+                        for i in range(6)) for name, runs in results.items()}
 
 
 def scenario_hot(servers, origin, seconds, rounds, work):
@@ -66,16 +70,18 @@ def scenario_hot(servers, origin, seconds, rounds, work):
         print("bench: hot hit, %s" % label, file=sys.stderr)
         result = hot(servers, origin, count, seconds, rounds, work, label.split()[0], floors)
         t, n = result["thumbd"], result["nginx"]
-        f = result.get("floor", (None,) * 5)
+        f = result.get("floor", (None,) * 6)
         rows.append(("hot hit, %s" % label, "req/s", t[0], n[0], f[0]))
         rows.append(("hot hit, %s" % label, "p50 ms", t[1], n[1]))
         rows.append(("hot hit, %s" % label, "p99 ms", t[2], n[2]))
         rows.append(("hot hit, %s" % label, "server CPU us per answer", t[3], n[3], f[3]))
+        rows.append(("hot hit, %s" % label, "of which in user space", t[5], n[5], f[5]))
         if "mhd-fresh" in result:
             m = result["mhd-fresh"]
             rows.append(("hot hit, %s" % label, "bare libmicrohttpd, a response per answer with a hit's headers "
                          "(thumbd column): req/s", m[0], None, f[0]))
             rows.append(("hot hit, %s" % label, "the same: server CPU us per answer (thumbd column)", m[3], None, f[3]))
+            rows.append(("hot hit, %s" % label, "the same: of which in user space (thumbd column)", m[5], None, f[5]))
         if Instructions.supported():
             rows.append(("hot hit, %s" % label, "server instructions per answer (perf stat)", t[4], n[4]))
     if not Instructions.supported():

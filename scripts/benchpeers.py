@@ -270,14 +270,16 @@ class Instructions:
         return False
 
 
-def cpu_seconds(pids):
+def cpu_seconds(pids, user_only=False):
+    """CPU time the processes have used; `user_only`: in user space alone (their own code and
+    libraries, without the kernel's work on their behalf, which is what varies most here)."""
     total = 0
     for pid in pids:
         if not os.path.exists("/proc/%d/stat" % pid):
             continue
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total += (int(fields[11]) + (0 if user_only else int(fields[12]))) / os.sysconf("SC_CLK_TCK")
     return total
 
 

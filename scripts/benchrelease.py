@@ -181,6 +181,7 @@ def main():
                     old, new = result[previous], result[current]
                     rows.append((title, "req/s", [r[0] for r in old], [r[0] for r in new], True))
                     rows.append((title, "server CPU us per answer", [r[1] for r in old], [r[1] for r in new], False))
+                    rows.append((title, "of which in user space", [r[3] for r in old], [r[3] for r in new], False))
                     if Instructions.supported():
                         rows.append((title, "server instructions per answer (perf stat)", [r[2] for r in old],
                                      [r[2] for r in new], False))

@@ -24,9 +24,11 @@ def alternate(builds, rounds, one):
 # MARK: the scenes: each round gives (wall figure, steady figure) per build
 
 def hot_round(server, path, seconds, work, pinned):
-    """(req/s, server CPU us per answer, instructions per answer or None)."""
+    """(req/s, server CPU us per answer, instructions per answer or None, the CPU's user-space
+    part: the build's own work, steadier than the whole, whose kernel part moves the most)."""
     os.sync()  # what the cold scenes wrote is written back before, not beside, the round
     before = cpu_seconds(server.pids)
+    before_user = cpu_seconds(server.pids, user_only=True)
     with Instructions(server.pids) as counted:
         if pinned:
             out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c64", "-d%ds" % seconds,
@@ -37,7 +39,8 @@ def hot_round(server, path, seconds, work, pinned):
         else:
             rps, _, _, requests = wrk(server.port, [server.path(path)], seconds, work)
     instructions = counted.count / max(1, requests) if counted.count is not None else None
-    return rps, (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests), instructions
+    return (rps, (cpu_seconds(server.pids) - before) * 1e6 / max(1, requests), instructions,
+            (cpu_seconds(server.pids, user_only=True) - before_user) * 1e6 / max(1, requests))
 
 
 def cold_thumbnail_round(server, round_, count):
