@@ -100,18 +100,19 @@ public final class RequestContext: Sendable, StreamWaker {
     let state = Mutex(State())
     /// The MHD connection: used on its event loop's thread only.
     let connection: ConnectionPointer
-    unowned let server: ServerCore
     /// The connection's event loop: its one writer.
     let loop: EventLoop
+    /// Reached through the loop, which holds it: a reference of the context's own (even
+    /// unowned) was two atomic operations a request on the one object every loop shares.
+    var server: ServerCore { loop.core }
 
     final class Answer: Sendable {
         let response: Response
         init(_ response: Response) { self.response = response }
     }
 
-    init(connection: OpaquePointer, server: ServerCore, loop: EventLoop) {
+    init(connection: OpaquePointer, loop: EventLoop) {
         self.connection = ConnectionPointer(raw: connection)
-        self.server = server
         self.loop = loop
     }
 

@@ -100,7 +100,7 @@ final class ServerCore: Sendable {
                                                maxBodyBytes: maxBodyBytes) {
                 return Self.queue(handler.render(refusal), on: connection, core: self, extra: refusalHeaders([("Connection", "close")]))
             }
-            let context = RequestContext(connection: connection, server: self, loop: loop)
+            let context = RequestContext(connection: connection, loop: loop)
             slot.pointee = Unmanaged.passRetained(context).toOpaque()  // released in requestCompleted
             counts.withLock { $0.active += 1 }
             return .YES
@@ -240,9 +240,14 @@ final class ServerCore: Sendable {
     }
 }
 
+/// The callbacks borrow their event loop (`_withUnsafeGuaranteedRef`: the loops outlive their
+/// daemons) and its core, without a retain and release of either: the core is shared by every
+/// loop, and its reference count bounced between their cores on each callback of each request.
 let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, version, upload, uploadSize, slot in
-    let loop = Unmanaged<EventLoop>.fromOpaque(cls!).takeUnretainedValue()
-    return loop.core.access(connection!, loop: loop, url: url, method: method, version: version, upload: upload, uploadSize: uploadSize!, slot: slot!)
+    Unmanaged<EventLoop>.fromOpaque(cls!)._withUnsafeGuaranteedRef { loop in
+        loop.core.access(connection!, loop: loop, url: url, method: method, version: version, upload: upload,
+                         uploadSize: uploadSize!, slot: slot!)
+    }
 }
 
 /// Frees a response body handed to MHD: the one retain taken in `queue`.
@@ -253,8 +258,7 @@ private let releaseBody: MHD_ContentReaderFreeCallback = { cls in
 
 let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, slot, _ in
     guard let cls, let slot else { return }
-    let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
-    loop.core.completed(connection, loop: loop, slot)
+    Unmanaged<EventLoop>.fromOpaque(cls)._withUnsafeGuaranteedRef { loop in loop.core.completed(connection, loop: loop, slot) }
 }
 
 let connectionNotified: MHD_NotifyConnectionCallback = { cls, connection, _, event in
@@ -276,7 +280,8 @@ let requestLineSeen: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCh
     guard let cls, let uri, let connection else { return nil }
     let fd = thumbd_mhd_connection_fd(connection)
     guard fd >= 0 else { return nil }
-    let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
-    loop.core.connections.requestLine(fd, loop: loop.index, uri: uri)
+    Unmanaged<EventLoop>.fromOpaque(cls)._withUnsafeGuaranteedRef { loop in
+        loop.core.connections.requestLine(fd, loop: loop.index, uri: uri)
+    }
     return nil
 }
