@@ -6,7 +6,7 @@ import Upstream
 /// What this build is: `thumbd --version` and the `thumbd_build_info` metric.
 package enum BuildInfo {
     /// The release, as CHANGELOG.md names it.
-    package static let version = "0.14.11"
+    package static let version = "0.14.12"
 
     /// The C libraries underneath, as loaded by this process.
     package static var libraries: [(name: String, version: String)] {
