@@ -27,10 +27,11 @@ static void thumbd_mhd_log_trampoline(void *cls, const char *fmt, va_list ap) {
 }
 
 /// MHD_start_daemon with its options spelled out, for a daemon that one thread of ours runs
-/// (no internal thread: `MHD_run` on the event loop) on a listening socket of ours. The
-/// external logger comes first, as MHD requires.
+/// (no internal thread: `MHD_run` on the event loop) and that has no listening socket
+/// (`MHD_USE_NO_LISTEN_SOCKET` among `flags`): its loop accepts, and hands it each connection
+/// (`thumbd_mhd_add`). The external logger comes first, as MHD requires.
 static inline struct MHD_Daemon *thumbd_mhd_start(
-    unsigned int flags, int listen_fd,
+    unsigned int flags,
     MHD_AccessHandlerCallback handler, void *handler_cls,
     MHD_RequestCompletedCallback completed, void *completed_cls,
     MHD_NotifyConnectionCallback notify_connection, void *(*uri_log)(void *, const char *, struct MHD_Connection *),
@@ -40,7 +41,6 @@ static inline struct MHD_Daemon *thumbd_mhd_start(
     size_t connection_memory_limit) {
     struct MHD_OptionItem options[] = {
         { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&thumbd_mhd_log_trampoline, logger },
-        { MHD_OPTION_LISTEN_SOCKET, (intptr_t)listen_fd, NULL },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls },
         { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, guard_cls },
         { MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_log, guard_cls },
@@ -54,8 +54,8 @@ static inline struct MHD_Daemon *thumbd_mhd_start(
 }
 
 /// A non-blocking listening socket (SO_REUSEADDR, IPv6 only for an IPv6 address), as
-/// libmicrohttpd would make it; every event loop's daemon accepts from it (a duplicate of it
-/// each, closed by that daemon). -1 with errno set when it cannot be bound.
+/// libmicrohttpd would make it; every event loop accepts from it. -1 with errno set when it
+/// cannot be bound.
 static inline int thumbd_listen(const struct sockaddr *address, socklen_t length, int backlog) {
     int fd = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -1;
@@ -79,6 +79,23 @@ static inline uint16_t thumbd_socket_port(int fd) {
     if (address.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&address)->sin_port);
     if (address.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&address)->sin6_port);
     return 0;
+}
+
+/// glibc declares it only under _GNU_SOURCE, which the Glibc module is built without.
+extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+
+/// Accepts one waiting connection, non-blocking and close-on-exec as libmicrohttpd's own
+/// accept makes it, with the client's address. -1 with errno set (EAGAIN: none waiting).
+static inline int thumbd_accept(int listen_fd, struct sockaddr_storage *address, socklen_t *length) {
+    *length = sizeof *address;
+    return accept4(listen_fd, (struct sockaddr *)address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+/// Hands an accepted connection to a daemon, which from now on owns the socket: it closes
+/// it when it cannot take it (over its connection limit, no memory). 0 when taken.
+static inline int thumbd_mhd_add(struct MHD_Daemon *daemon, int fd, const struct sockaddr_storage *address,
+                                 socklen_t length) {
+    return MHD_add_connection(daemon, fd, (const struct sockaddr *)address, length) == MHD_YES ? 0 : -1;
 }
 
 /// The daemon's own epoll set, which the event loop waits on among its other sockets.
@@ -111,9 +128,9 @@ static inline void thumbd_refuse_connection(int fd, const char *response, size_t
     shutdown(fd, SHUT_RDWR);
 }
 
-// The event loop's epoll set: its wake-up eventfd, its daemon's epoll set, and the sockets of
-// suspended connections (MHD does not poll them): for the client hanging up, and, when
-// asked, for room to write. epoll_event is a packed struct that Swift imports poorly, hence
+// The event loop's epoll set: its wake-up eventfd, its daemon's epoll set, the listening
+// socket, and the sockets of suspended connections (MHD does not poll them): for the client
+// hanging up, and, when asked, for room to write. epoll_event is a packed struct that Swift imports poorly, hence
 // these wrappers.
 static inline int thumbd_watch_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int thumbd_watch_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
@@ -140,6 +157,14 @@ static inline int thumbd_watch_remove(int epfd, int fd) {
 static inline int thumbd_watch_add_input(int epfd, int fd, uint64_t token) {
     struct epoll_event event;
     event.events = EPOLLIN;
+    event.data.u64 = token;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+/// The listening socket, which every loop's set holds: EPOLLEXCLUSIVE, so that a new
+/// connection wakes one waiting loop and not every one (level-triggered, not one shot).
+static inline int thumbd_watch_listener(int epfd, int fd, uint64_t token) {
+    struct epoll_event event;
+    event.events = EPOLLIN | EPOLLEXCLUSIVE;
     event.data.u64 = token;
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
 }

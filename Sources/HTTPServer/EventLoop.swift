@@ -12,7 +12,10 @@ import Synchronization
 /// client socket or calls into MHD for it.
 ///
 /// One epoll set holds what the loop waits for: its wake-up eventfd, the daemon's own epoll
-/// set (nested: readable when MHD has work), and the sockets of suspended connections, which
+/// set (nested: readable when MHD has work), the listening socket, which every loop watches
+/// and accepts from (`Listener`: each connection goes to the loop with the fewest, handed over
+/// through the same queue as answers, and the daemon has no listening socket of its own),
+/// and the sockets of suspended connections, which
 /// MHD does not poll: for the client hanging up (MHD would only notice at its next write),
 /// and, on request, for room to write (a stream that writes its socket itself while
 /// suspended, `RequestContext+Stream`). Each such watch is one shot and re-armed after it
@@ -23,9 +26,8 @@ import Synchronization
 /// `MHD_USE_INTERNAL_POLLING_THREAD`): never wait longer than `MHD_get_timeout` says (0 while
 /// it has work left over), call `MHD_run` after every wait, and after `MHD_resume_connection`
 /// (which wakes the daemon's own epoll set through its inter-thread channel, set up by
-/// `MHD_ALLOW_SUSPEND_RESUME`). Each daemon closes the listening socket it was given when it
-/// stops, so each loop's daemon gets a duplicate of it; the socket is non-blocking, since
-/// every loop is woken for a new connection and all but one find nothing to accept.
+/// `MHD_ALLOW_SUSPEND_RESUME`), and after `MHD_add_connection`, which hands the daemon a
+/// connection accepted by the loop (`MHD_USE_NO_LISTEN_SOCKET`).
 /// Against libmicrohttpd's own thread pool, `scripts/bench release` found the hot hit, the
 /// cold thumbnail and the grid as fast, and events reached 1,000 streams as fast once a
 /// turn ran everything handed over before MHD ran again (`scripts/BENCHMARKS.md`, 0.14.0).
@@ -42,8 +44,12 @@ final class EventLoop: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// The loop thread's `pthread_self`, 0 before it runs and after it exited.
     private let owner = Atomic<UInt>(0)
+    /// The daemon's open connections (MHD's start notifications less its close ones), and
+    /// those accepted for it and not yet given to it: what `Listener` balances.
+    private let connections = Atomic<Int>(0)
+    private let incoming = Atomic<Int>(0)
 
-    private static let wakeToken: UInt64 = 0, daemonToken: UInt64 = 1
+    private static let wakeToken: UInt64 = 0, daemonToken: UInt64 = 1, listenerToken: UInt64 = 2
     private static let tick: Duration = .milliseconds(250)
     /// How many connections handed over by other threads a turn runs, at most, before MHD
     /// runs again.
@@ -52,8 +58,11 @@ final class EventLoop: Sendable {
     /// What other threads hand to the loop.
     private struct Queue {
         var contexts: [RequestContext] = []
+        /// Connections another loop accepted for this one.
+        var sockets: [AcceptedSocket] = []
         /// The eventfd was written since the loop last took the queue.
         var signalled = false
+        var started = false
         var stopping = false
         var exited = false
     }
@@ -64,7 +73,7 @@ final class EventLoop: Sendable {
     private struct Watched {
         /// A token is the socket number with this in the high half, so that an event for a
         /// socket that was closed and its number reused is not taken for the new one's (and a
-        /// token is never 0 or 1, the loop's own).
+        /// token is never 0, 1 or 2, the loop's own).
         var generation: UInt32 = 0
         var slots: [(token: UInt64, context: RequestContext)?] = []
 
@@ -102,17 +111,25 @@ final class EventLoop: Sendable {
         precondition(thumbd_watch_add_input(epoll, wakeFD, Self.wakeToken) == 0, "epoll_ctl: \(String(cString: strerror(errno)))")
     }
 
-    /// Runs `daemon` on the loop's own thread, from now on.
-    func start(_ daemon: OpaquePointer) {
-        let handle = DaemonHandle(raw: daemon)
-        self.daemon.set(handle)
+    /// Takes `daemon`, which the loop runs from `start` on.
+    func attach(_ daemon: OpaquePointer) {
+        self.daemon.set(DaemonHandle(raw: daemon))
         let mhdEpoll = thumbd_mhd_epoll_fd(daemon)
         precondition(mhdEpoll >= 0 && thumbd_watch_add_input(epoll, mhdEpoll, Self.daemonToken) == 0,
                      "the daemon's epoll set: \(String(cString: strerror(errno)))")
+    }
+
+    /// Runs the attached daemon on the loop's own thread, from now on, accepting from
+    /// `listener` (which the thread holds until it exits).
+    func start(_ listener: Listener) {
+        guard let handle = daemon.value else { return }
+        queue.withLock { $0.started = true }
+        precondition(thumbd_watch_listener(epoll, listener.fd, Self.listenerToken) == 0,
+                     "the listening socket: \(String(cString: strerror(errno)))")
         let thread = Thread { [self] in
             ThreadName.set("thumbd-http-\(index)")
             owner.store(UInt(pthread_self()), ordering: .releasing)
-            run(handle.raw)
+            run(handle.raw, listener)
             owner.store(0, ordering: .releasing)
             finished.signal()
         }
@@ -148,12 +165,12 @@ final class EventLoop: Sendable {
         _ = write(wakeFD, &one, 8)
     }
 
-    /// Ends the loop's thread after its current turn and waits for it (once started). The
+    /// Ends the loop's thread after its current turn and waits for it (if it started). The
     /// daemon is then stopped by the caller, on its own thread (`close`).
     func stop() {
         let running = queue.withLock { queue -> Bool in
             defer { queue.stopping = true }
-            return !queue.stopping && daemon.value != nil
+            return !queue.stopping && queue.started
         }
         guard running else { return }
         notify()
@@ -161,16 +178,58 @@ final class EventLoop: Sendable {
     }
 
     /// After `stop`: stops the daemon (its last callbacks run on this thread), then closes the
-    /// loop's descriptors.
+    /// loop's descriptors, and the connections handed over that it never took.
     func close() {
         if let daemon = daemon.value { MHD_stop_daemon(daemon.raw) }
         daemon.set(nil)
-        queue.withLock { queue in
+        let untaken = queue.withLock { queue -> [AcceptedSocket] in
             queue.exited = true
             queue.contexts = []
+            defer { queue.sockets = [] }
+            return queue.sockets
         }
+        for socket in untaken { Glibc.close(socket.fd) }
         Glibc.close(epoll)
         Glibc.close(wakeFD)
+    }
+
+    // MARK: Connections (`Listener`)
+
+    /// Open connections, and those on their way.
+    var load: Int { connections.load(ordering: .relaxed) + incoming.load(ordering: .relaxed) }
+
+    /// A connection is on its way (`take` follows).
+    func expect() { incoming.add(1, ordering: .relaxed) }
+
+    /// Gives an accepted connection to this loop's daemon: at once on the loop's own thread,
+    /// else at its next turn. After the loop stopped, the socket is closed.
+    func take(_ socket: AcceptedSocket) {
+        if isCurrent {
+            add(socket)
+            return
+        }
+        let signal = queue.withLock { queue -> Bool? in
+            guard !queue.exited else { return nil }
+            queue.sockets.append(socket)
+            defer { queue.signalled = true }
+            return !queue.signalled
+        }
+        switch signal {
+        case nil: Glibc.close(socket.fd)
+        case true?: notify()
+        case false?: break
+        }
+    }
+
+    /// MHD's notifications, on this loop.
+    func connectionStarted() { connections.add(1, ordering: .relaxed) }
+    func connectionClosed() { connections.subtract(1, ordering: .relaxed) }
+
+    /// On the loop: the daemon owns the socket from now on (and closes it if it cannot take it).
+    private func add(_ socket: AcceptedSocket) {
+        var socket = socket
+        if let daemon = daemon.value { _ = thumbd_mhd_add(daemon.raw, socket.fd, &socket.address, socket.length) }
+        incoming.subtract(1, ordering: .relaxed)
     }
 
     // MARK: Watching suspended sockets (on the loop)
@@ -205,13 +264,15 @@ final class EventLoop: Sendable {
 
     // MARK: The loop
 
-    private func run(_ daemon: OpaquePointer) {
+    private func run(_ daemon: OpaquePointer, _ listener: Listener) {
         var tokens = [UInt64](repeating: 0, count: 64)
         var hangups = [Int32](repeating: 0, count: 64)
         var batch: [RequestContext] = []
+        var sockets: [AcceptedSocket] = []
         let clock = ContinuousClock()
         var nextReap = clock.now + Self.tick
         var pendingWork = false
+        var accepting = true
         while true {
             // Never past MHD's own deadline (idle connections), nor the guard's next look.
             var timeout = max(0, Int((nextReap - clock.now).nanoseconds / 1_000_000) + 1)
@@ -227,6 +288,12 @@ final class EventLoop: Sendable {
                     _ = read(wakeFD, &value, 8)
                 case Self.daemonToken:
                     break  // MHD_run below
+                case Self.listenerToken:
+                    // Out of descriptors: unwatched until the guard's next look, not woken at
+                    // once again and again by a socket that stays readable.
+                    if !listener.accept(on: self) {
+                        accepting = thumbd_watch_remove(epoll, listener.fd) != 0
+                    }
                 default:
                     socketEvent(token, hangup: hangup != 0)
                 }
@@ -239,21 +306,26 @@ final class EventLoop: Sendable {
             while taken < Self.perTurn {
                 stopping = queue.withLock { queue -> Bool in
                     swap(&batch, &queue.contexts)
-                    if batch.isEmpty { queue.signalled = false }  // from now on, an append wakes the loop
+                    swap(&sockets, &queue.sockets)
+                    if batch.isEmpty && sockets.isEmpty { queue.signalled = false }  // from now on, an append wakes the loop
                     return queue.stopping
                 }
+                for socket in sockets { add(socket) }
                 for context in batch { context.runOnLoop() }
-                taken += batch.count
-                if batch.isEmpty || stopping { break }
+                taken += batch.count + sockets.count
+                if (batch.isEmpty && sockets.isEmpty) || stopping { break }
                 batch.removeAll(keepingCapacity: true)
+                sockets.removeAll(keepingCapacity: true)
             }
             batch.removeAll(keepingCapacity: true)
+            sockets.removeAll(keepingCapacity: true)
             if stopping { return }
             // The bound reached with more queued: the next wait returns at once.
             pendingWork = queue.withLock { $0.signalled }
             _ = MHD_run(daemon)
             if clock.now >= nextReap {
                 core.connections.reap(loop: index)
+                if !accepting { accepting = thumbd_watch_listener(epoll, listener.fd, Self.listenerToken) == 0 }
                 nextReap = clock.now + Self.tick
             }
         }

@@ -6,8 +6,9 @@ import Support
 import Synchronization
 
 /// libmicrohttpd on event loops of ours: one thread per loop, each running a daemon of its own
-/// (`MHD_run`, epoll) that accepts from the one listening socket, and each the one writer of
-/// the sockets its daemon accepted (`EventLoop`). A request that must wait is suspended
+/// (`MHD_run`, epoll), each accepting from the one listening socket for whichever loop has the
+/// fewest connections (`Listener`), and each the one writer of its daemon's sockets
+/// (`EventLoop`). A request that must wait is suspended
 /// (`MHD_suspend_connection`) and holds no thread until `respond` hands its answer to the loop.
 public final class HTTPServer: Sendable {
     public struct Configuration: Sendable {
@@ -51,12 +52,16 @@ public final class HTTPServer: Sendable {
     private struct Running: Sendable {
         let core: ServerCore
         let loops: [EventLoop]
+        let listener: Listener
         let loggerBox: LoggerPointer
-        let port: UInt16
     }
 
     /// The port actually bound (useful with port 0); 0 before `start()`.
-    public var port: UInt16 { running.value?.port ?? 0 }
+    public var port: UInt16 { running.value?.listener.port ?? 0 }
+
+    /// Each event loop's open connections (empty before `start()`): how the loops share the
+    /// clients.
+    public var connectionsPerLoop: [Int] { running.value?.loops.map(\.load) ?? [] }
 
     /// A server that listens once started (`start()`): building one binds nothing and
     /// starts no thread, so a daemon can build its parts first and start them in order.
@@ -78,35 +83,34 @@ public final class HTTPServer: Sendable {
         guard listening >= 0 else {
             throw .listenFailed(address: address.description, reason: String(cString: strerror(errno)))
         }
-        let port = thumbd_socket_port(listening)
         let core = ServerCore(handler: handler, configuration: configuration, logger: logger)
         let retainedCore = Unmanaged.passRetained(core)  // the logger's; released in stop()
         let loggerBox = LoggerPointer(core: retainedCore.toOpaque())
         var flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
-            | MHD_USE_TURBO.rawValue
+            | MHD_USE_TURBO.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue
         if address.ip.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         var loops: [EventLoop] = []
         for index in 0..<max(1, configuration.threads) {
             let loop = EventLoop(index: index, core: core)
-            // Each daemon closes the socket it was given: a duplicate each but the first.
-            let socket = index == 0 ? listening : fcntl(listening, F_DUPFD_CLOEXEC, 0)
+            loops.append(loop)
             let cls = Unmanaged.passUnretained(loop).toOpaque()  // the loops outlive their daemons
-            guard socket >= 0, let daemon = thumbd_mhd_start(
-                flags, socket, accessHandler, cls, requestCompleted, cls, connectionNotified, requestLineSeen, cls,
+            guard let daemon = thumbd_mhd_start(
+                flags, accessHandler, cls, requestCompleted, cls, connectionNotified, requestLineSeen, cls,
                 loggerBox.raw, UInt32(configuration.maxConnections + ConnectionGuard.headroom),
                 UInt32(configuration.idleTimeout.components.seconds), configuration.maxRequestBytes)
             else {
                 let reason = String(cString: strerror(errno))
-                if index == 0 { close(listening) }
-                Self.stop(loops + [loop])
+                close(listening)
+                Self.stop(loops)
                 retainedCore.release()
                 loggerBox.free()
                 throw .listenFailed(address: address.description, reason: reason)
             }
-            loop.start(daemon)
-            loops.append(loop)
+            loop.attach(daemon)
         }
-        running.set(Running(core: core, loops: loops, loggerBox: loggerBox, port: port))
+        let listener = Listener(fd: listening, loops: loops)
+        for loop in loops { loop.start(listener) }
+        running.set(Running(core: core, loops: loops, listener: listener, loggerBox: loggerBox))
     }
 
     /// Ends the loops' threads, then stops their daemons (closing what connections are left).
@@ -147,6 +151,7 @@ public final class HTTPServer: Sendable {
             core.logger.critical("server.stop with suspended connections left; they are dropped")
         }
         Self.stop(running.loops)
+        running.listener.close()
         Unmanaged.passUnretained(core).release()  // the logger's retain
         running.loggerBox.free()
     }

@@ -267,8 +267,10 @@ let connectionNotified: MHD_NotifyConnectionCallback = { cls, connection, _, eve
     guard fd >= 0 else { return }
     let loop = Unmanaged<EventLoop>.fromOpaque(cls).takeUnretainedValue()
     if event == .CONNECTION_NOTIFY_STARTED {
+        loop.connectionStarted()
         loop.core.connections.started(fd, loop: loop.index)
     } else {
+        loop.connectionClosed()
         loop.core.connections.closed(fd, loop: loop.index)
     }
 }

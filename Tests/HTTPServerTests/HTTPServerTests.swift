@@ -51,6 +51,9 @@ struct HTTPServerTests {
                 tickers.withLock { $0.append(ticker) }
                 return .response(Response(status: 200, headers: [], stream: ticker))
             }
+            if request.path == "/loop" {  // which event loop answers: it runs the handler
+                return .response(Response(status: 200, headers: [], body: Bytes(Array(ThreadName.current.utf8))))
+            }
             if request.path == "/later" {
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
                     context.respond(Response(status: 202, body: Bytes(Array("later".utf8))))
@@ -166,6 +169,36 @@ struct HTTPServerTests {
             #expect(noHost.text == "refused: missingHost")
             // none of the refused reached the handler
             #expect(handler.seen.withLock { $0.map(\.path) } == ["/four", "/pA00%0"])
+        }
+    }
+
+    @Test("connections go to the event loop with the fewest, so the loops share the clients evenly",
+          arguments: [2, 3])
+    func balance(threads: Int) async throws {
+        try await Self.withServer({ $0.threads = threads }) { server, _ in
+            let port = server.port
+            /// Opens `count` keep-alive connections, one after another, and asks each which loop it is on.
+            func open(_ count: Int) async throws -> [(connection: HTTPConnection, loop: String)] {
+                try await Self.blocking {
+                    try (0..<count).map { _ in
+                        let connection = try HTTPConnection(address: .v4(0x7F00_0001), port: port, timeoutSeconds: 10)
+                        try connection.send("GET", "/loop")
+                        return (connection, try connection.read().text)
+                    }
+                }
+            }
+            let names = (0..<threads).map { "thumbd-http-\($0)" }
+            let first = try await open(3 * threads)
+            defer { first.forEach { $0.connection.close() } }
+            #expect(names.map { name in first.count { $0.loop == name } } == Array(repeating: 3, count: threads))
+            #expect(server.connectionsPerLoop == Array(repeating: 3, count: threads))
+            // The last loop's clients leave: the next ones go to it, until it has as many again.
+            for (connection, loop) in first where loop == names.last { connection.close() }
+            #expect(try await Self.eventually { server.connectionsPerLoop.last == 0 })
+            let next = try await open(3)
+            defer { next.forEach { $0.connection.close() } }
+            #expect(next.map(\.loop) == Array(repeating: names.last!, count: 3))
+            #expect(server.connectionsPerLoop == Array(repeating: 3, count: threads))
         }
     }
 
