@@ -13,10 +13,10 @@ import Synchronization
 /// group.
 ///
 /// Before, each loop's daemon accepted for itself, up to 10 in a row, and whichever woke
-/// first took most of a burst: wrk's 64 connections were split 64/0 to 40/24 from one run to
-/// the next, and the hot hit's server CPU per answer moved with the split, from 10.6 µs
-/// (even) to 17.0 (all on one loop), since a loaded loop and wrk then crowd one core while
-/// the other idles (`scripts/BENCHMARKS.md`, 0.14.12).
+/// first took most of a burst: from one wrk run to the next, the two loops' CPU was split
+/// anywhere from evenly to all on one, and the hot hit's server CPU per answer moved with it,
+/// from 10.6 µs (even) to 17.0 (all on one loop), since a loaded loop and wrk then crowd one
+/// core while the other idles (`scripts/BENCHMARKS.md`, 0.14.12).
 final class Listener: Sendable {
     let fd: Int32
     let port: UInt16
