@@ -149,7 +149,9 @@ struct Serve: AsyncParsableCommand {
         // "listening" only once every part has started, the server included.
         let announce = Task {
             guard await daemon.started() else { return }
-            let host = settings.server.listen.split(separator: ":").dropLast().joined(separator: ":")
+            // HOST:PORT or [IPv6]:PORT: the host is what comes before the last colon, brackets kept.
+            let listen = settings.server.listen
+            let host = listen.lastIndex(of: ":").map { listen[..<$0] } ?? Substring(listen)
             FileHandle.standardOutput.write(Data("thumbd listening on http://\(host):\(daemon.port)\n".utf8))
         }
         defer { announce.cancel() }

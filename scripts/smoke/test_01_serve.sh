@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real binary: settings from file + environment + flags, miss then hit with curl,
 # a JSON 400, and a clean exit 0 on SIGTERM (no thread left behind) with the cache kept
-# for the next start (by a copy of the binary under another name).
+# for the next start (by a copy of the binary under another name); an IPv6 listen address
+# announced with its brackets.
 source "$(dirname "$0")/lib.sh"
 start_origin
 THUMBD_UPSTREAM_ALLOW_PRIVATE_NETWORKS=true start_thumbd --config "$ROOT/config/thumbd.yaml" --db "$WORK/cache.sqlite"
@@ -32,3 +33,11 @@ grep -qi '^x-thumbd-cache: hit' "$WORK/h3" || fail "no hit after restart"
 kill -INT "$THUMBD_PID"
 wait "$THUMBD_PID" || fail "thumbd exited with $? on SIGINT"
 grep -q 'threads.left=0 .*thumbd.exit' "$WORK/thumbd.err" || fail "renamed binary: $(grep thumbd.exit "$WORK/thumbd.err")"
+# An IPv6 listen address: the announced URL keeps its brackets and answers.
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+  start_thumbd --listen '[::1]:0' --db "$WORK/v6.sqlite"
+  case "$THUMBD" in "http://[::1]:"*) ;; *) fail "IPv6: announced $THUMBD" ;; esac
+  curl -fsS -o /dev/null "$THUMBD/healthz" || fail "IPv6: $THUMBD/healthz did not answer"
+else
+  echo "   (no IPv6 loopback here: the [::1] listen address is not tried)"
+fi
