@@ -8,9 +8,9 @@ import Synchronization
 /// waiting loop, not all of them), and the loop woken accepts what is waiting. Each
 /// connection goes to the loop with the fewest open connections, counting those handed over
 /// and not yet taken; a tie keeps it on the loop that accepted it, which hands nothing over.
-/// So two loops share a browser's 6 connections 3 and 3, and a benchmark's 64, 32 and 32,
-/// as swift-nio's and Netty's server channels hand each accepted channel to a loop of their
-/// group.
+/// So two loops share a browser's 6 connections 3 and 3, and a benchmark's 64, 32 and 32.
+/// swift-nio's and Netty's server channels hand each accepted channel to the next loop of
+/// their group in turn; the fewest also evens out what stays open long (event streams).
 ///
 /// Before, each loop's daemon accepted for itself, up to 10 in a row, and whichever woke
 /// first took most of a burst: from one wrk run to the next, the two loops' CPU was split
